@@ -1,0 +1,147 @@
+// GGUF v2/v3 reader (memory-mapped, validated) and writer.
+//
+// Every error is a glia::Error whose message names the file, the byte offset and the
+// field that was wrong. Nothing here may crash or read out of bounds on malformed input.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace glia::gguf {
+
+enum class ValueType : uint32_t {
+    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+    BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+const char* value_type_name(ValueType t);
+
+// One metadata value. Scalars keep their value in the matching field; strings view the
+// mapped file (valid while the File lives); arrays hold their elements.
+struct Value {
+    ValueType type = ValueType::UINT8;
+    uint64_t u = 0;             // unsigned integers and bool
+    int64_t i = 0;              // signed integers
+    double f = 0;               // floats
+    std::string_view s;         // STRING
+    ValueType elem_type = ValueType::UINT8;  // ARRAY: element type
+    std::vector<Value> arr;     // ARRAY: elements
+
+    bool is_integer() const;
+    bool is_float() const;
+    bool is_array() const { return type == ValueType::ARRAY; }
+    // Human-readable rendering (arrays abbreviated after `max_items` items).
+    std::string to_string(size_t max_items = 8) const;
+};
+
+struct KV {
+    std::string key;
+    Value value;
+    uint64_t offset = 0;  // byte offset of the key in the file (for error messages)
+};
+
+struct TensorInfo {
+    std::string name;
+    uint32_t n_dims = 0;
+    int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension
+    DType type = DType::F32;
+    uint64_t offset = 0;           // relative to the data section
+    uint64_t nbytes = 0;
+    const uint8_t* data = nullptr; // into the mapping
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+};
+
+// Which form a per-layer key used in the file.
+template <typename T>
+struct PerLayer {
+    std::vector<T> values;  // always n_layer entries
+    bool from_array = false;
+};
+
+class File {
+public:
+    // Maps and validates the whole header. Throws glia::Error.
+    static std::unique_ptr<File> open(const std::string& path);
+    // Parses an in-memory image (tests, fuzzing). `name` is used in error messages.
+    static std::unique_ptr<File> from_memory(std::vector<uint8_t> bytes, std::string name);
+    ~File();
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+
+    const std::string& path() const { return path_; }
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
+    uint64_t file_size() const { return size_; }
+    const uint8_t* bytes() const { return base_; }
+
+    const std::vector<KV>& kvs() const { return kvs_; }
+    const Value* find(std::string_view key) const;  // nullptr when absent
+    bool has(std::string_view key) const { return find(key) != nullptr; }
+
+    // Typed access. T: bool, any integer type, float, double, std::string.
+    // Integers convert between widths when the value fits; a float key accepts
+    // integer values. A missing key or a wrong type is an error naming the key.
+    template <typename T> T get(std::string_view key) const;
+    template <typename T> T get_or(std::string_view key, T fallback) const;
+    // Arrays of T (same conversions per element).
+    template <typename T> std::vector<T> get_array(std::string_view key) const;
+    // A key given either as one scalar for all layers or an array of n_layer values.
+    template <typename T> PerLayer<T> per_layer(std::string_view key, int n_layer) const;
+    template <typename T> std::optional<PerLayer<T>> per_layer_opt(std::string_view key, int n_layer) const;
+
+    const std::vector<TensorInfo>& tensors() const { return tensors_; }
+    const TensorInfo* find_tensor(std::string_view name) const;  // nullptr when absent
+    const TensorInfo& tensor(std::string_view name) const;       // error when absent
+
+private:
+    File() = default;
+    void parse();
+    std::string path_;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = 32;
+    uint64_t data_offset_ = 0;
+    const uint8_t* base_ = nullptr;
+    uint64_t size_ = 0;
+    void* map_ = nullptr;             // mmap'd region (or nullptr)
+    std::vector<uint8_t> owned_;      // from_memory storage
+    std::vector<KV> kvs_;
+    std::vector<TensorInfo> tensors_;
+};
+
+// Builds a GGUF v3 file. Values are written in insertion order; tensors are laid out
+// in insertion order, each aligned to `alignment`.
+class Writer {
+public:
+    explicit Writer(uint64_t alignment = 32) : alignment_(alignment) {}
+    void set(const std::string& key, const Value& v);
+    void set_u32(const std::string& key, uint32_t v);
+    void set_i32(const std::string& key, int32_t v);
+    void set_u64(const std::string& key, uint64_t v);
+    void set_f32(const std::string& key, float v);
+    void set_bool(const std::string& key, bool v);
+    void set_str(const std::string& key, const std::string& v);
+    // Copies every KV of another file (e.g. tokenizer keys), optionally by key prefix.
+    void copy_kvs(const File& src, std::string_view prefix = "");
+    // ne has n_dims entries; data must hold row_bytes(type, ne[0]) * rows bytes.
+    void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
+                    const void* data, uint64_t nbytes);
+    void write(const std::string& path) const;    // throws on I/O error
+    std::vector<uint8_t> to_bytes() const;
+
+private:
+    struct PendingTensor {
+        std::string name; DType type; std::vector<int64_t> ne; std::vector<uint8_t> data;
+    };
+    uint64_t alignment_;
+    std::vector<std::pair<std::string, Value>> kvs_;
+    std::vector<PendingTensor> tensors_;
+};
+
+}  // namespace glia::gguf

@@ -1,0 +1,40 @@
+// A small option parser for glia subcommands: flags, valued options, positionals,
+// generated --help text, and clear errors for unknown or malformed options.
+#pragma once
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace glia::cli {
+
+class Args {
+public:
+    Args(std::string command, std::string synopsis) : cmd_(std::move(command)), synopsis_(std::move(synopsis)) {}
+    // Declare options before parse(). Names: "-p,--prompt". `value` names the argument
+    // (empty for a flag).
+    Args& opt(const std::string& names, const std::string& value, const std::string& help,
+              const std::string& def = "");
+    Args& flag(const std::string& names, const std::string& help) { return opt(names, "", help); }
+    // Returns false when --help was given (help printed to stdout).
+    bool parse(const std::vector<std::string>& argv);
+
+    bool has(const std::string& name) const;                 // given on the command line
+    std::string str(const std::string& name) const;          // value or default
+    long long integer(const std::string& name) const;
+    double number(const std::string& name) const;
+    const std::vector<std::string>& positional() const { return pos_; }
+    std::string help() const;
+
+private:
+    struct Opt { std::vector<std::string> names; std::string value, help, def; };
+    const Opt* find(const std::string& name) const;
+    std::string cmd_, synopsis_;
+    std::vector<Opt> opts_;
+    std::map<std::string, std::string> given_;  // canonical (last) name -> value
+    std::vector<std::string> pos_;
+};
+
+}  // namespace glia::cli
