@@ -1,0 +1,157 @@
+// Typed access to GGUF metadata values, with range-checked conversions.
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+#include "gguf/gguf.h"
+
+namespace glia::gguf {
+
+bool Value::is_integer() const {
+    switch (type) {
+        case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32: case ValueType::UINT64:
+        case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+            return true;
+        default: return false;
+    }
+}
+
+bool Value::is_float() const { return type == ValueType::FLOAT32 || type == ValueType::FLOAT64; }
+
+static bool is_unsigned(ValueType t) {
+    return t == ValueType::UINT8 || t == ValueType::UINT16 || t == ValueType::UINT32 || t == ValueType::UINT64;
+}
+
+std::string Value::to_string(size_t max_items) const {
+    std::ostringstream os;
+    switch (type) {
+        case ValueType::STRING: {
+            os << '"';
+            size_t n = 0;
+            for (char ch : s) {
+                if (++n > 200) { os << "..."; break; }
+                if (ch == '\n') os << "\\n";
+                else if (ch == '"') os << "\\\"";
+                else if (static_cast<unsigned char>(ch) < 0x20) os << "\\x" << std::hex << int(ch) << std::dec;
+                else os << ch;
+            }
+            os << '"';
+            break;
+        }
+        case ValueType::BOOL: os << (u ? "true" : "false"); break;
+        case ValueType::FLOAT32: case ValueType::FLOAT64: os << f; break;
+        case ValueType::ARRAY: {
+            os << '[';
+            for (size_t k = 0; k < arr.size() && k < max_items; ++k) os << (k ? ", " : "") << arr[k].to_string(max_items);
+            if (arr.size() > max_items) os << ", ... (" << arr.size() << " items)";
+            os << ']';
+            break;
+        }
+        default:
+            if (is_unsigned(type)) os << u; else os << i;
+    }
+    return os.str();
+}
+
+namespace {
+
+template <typename T>
+T convert(const Value& v, const std::string& where) {
+    if constexpr (std::is_same_v<T, std::string>) {
+        if (v.type != ValueType::STRING) fail(where, ": expected a string, found ", value_type_name(v.type));
+        return std::string(v.s);
+    } else if constexpr (std::is_same_v<T, bool>) {
+        if (v.type == ValueType::BOOL) return v.u != 0;
+        fail(where, ": expected a bool, found ", value_type_name(v.type));
+    } else if constexpr (std::is_floating_point_v<T>) {
+        if (v.is_float()) return static_cast<T>(v.f);
+        if (v.is_integer()) return is_unsigned(v.type) ? static_cast<T>(v.u) : static_cast<T>(v.i);
+        fail(where, ": expected a number, found ", value_type_name(v.type));
+    } else {
+        static_assert(std::is_integral_v<T>);
+        if (!v.is_integer()) fail(where, ": expected an integer, found ", value_type_name(v.type));
+        if (is_unsigned(v.type)) {
+            if (v.u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+                fail(where, ": value ", v.u, " does not fit the expected integer type");
+            return static_cast<T>(v.u);
+        }
+        if (v.i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+            (v.i > 0 && static_cast<uint64_t>(v.i) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+            fail(where, ": value ", v.i, " does not fit the expected integer type");
+        return static_cast<T>(v.i);
+    }
+}
+
+}  // namespace
+
+template <typename T>
+T File::get(std::string_view key) const {
+    const Value* v = find(key);
+    if (!v) fail(path_, ": key '", key, "' is missing");
+    return convert<T>(*v, cat(path_, ": key '", key, "'"));
+}
+
+template <typename T>
+T File::get_or(std::string_view key, T fallback) const {
+    const Value* v = find(key);
+    if (!v) return fallback;
+    return convert<T>(*v, cat(path_, ": key '", key, "'"));
+}
+
+template <typename T>
+std::vector<T> File::get_array(std::string_view key) const {
+    const Value* v = find(key);
+    if (!v) fail(path_, ": key '", key, "' is missing");
+    if (!v->is_array()) fail(path_, ": key '", key, "': expected an array, found ", value_type_name(v->type));
+    std::vector<T> out;
+    out.reserve(v->arr.size());
+    for (size_t k = 0; k < v->arr.size(); ++k) out.push_back(convert<T>(v->arr[k], cat(path_, ": key '", key, "'[", k, "]")));
+    return out;
+}
+
+template <typename T>
+std::optional<PerLayer<T>> File::per_layer_opt(std::string_view key, int n_layer) const {
+    const Value* v = find(key);
+    if (!v) return std::nullopt;
+    PerLayer<T> r;
+    if (v->is_array()) {
+        if (v->arr.size() != static_cast<size_t>(n_layer))
+            fail(path_, ": key '", key, "': per-layer array has ", v->arr.size(), " entries, expected ", n_layer,
+                 " (one per layer)");
+        r.values = get_array<T>(key);
+        r.from_array = true;
+    } else {
+        r.values.assign(n_layer, convert<T>(*v, cat(path_, ": key '", key, "'")));
+    }
+    return r;
+}
+
+template <typename T>
+PerLayer<T> File::per_layer(std::string_view key, int n_layer) const {
+    auto r = per_layer_opt<T>(key, n_layer);
+    if (!r) fail(path_, ": key '", key, "' is missing");
+    return *r;
+}
+
+#define GLIA_GGUF_INSTANTIATE(T)                                                         \
+    template T File::get<T>(std::string_view) const;                                    \
+    template T File::get_or<T>(std::string_view, T) const;                              \
+    template std::vector<T> File::get_array<T>(std::string_view) const;                 \
+    template PerLayer<T> File::per_layer<T>(std::string_view, int) const;               \
+    template std::optional<PerLayer<T>> File::per_layer_opt<T>(std::string_view, int) const;
+
+GLIA_GGUF_INSTANTIATE(bool)
+GLIA_GGUF_INSTANTIATE(int8_t)
+GLIA_GGUF_INSTANTIATE(uint8_t)
+GLIA_GGUF_INSTANTIATE(int16_t)
+GLIA_GGUF_INSTANTIATE(uint16_t)
+GLIA_GGUF_INSTANTIATE(int32_t)
+GLIA_GGUF_INSTANTIATE(uint32_t)
+GLIA_GGUF_INSTANTIATE(int64_t)
+GLIA_GGUF_INSTANTIATE(uint64_t)
+GLIA_GGUF_INSTANTIATE(float)
+GLIA_GGUF_INSTANTIATE(double)
+GLIA_GGUF_INSTANTIATE(std::string)
+
+}  // namespace glia::gguf
