@@ -4,10 +4,12 @@
 // field that was wrong. Nothing here may crash or read out of bounds on malformed input.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
@@ -113,13 +115,24 @@ private:
     std::vector<uint8_t> owned_;      // from_memory storage
     std::vector<KV> kvs_;
     std::vector<TensorInfo> tensors_;
+    // Name -> index; the views point into the file image, which outlives them.
+    std::unordered_map<std::string_view, size_t> kv_index_;
+    std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
 // Builds a GGUF v3 file. Values are written in insertion order; tensors are laid out
 // in insertion order, each aligned to `alignment`.
+//
+// The writer owns copies of every string it is given (also those of copy_kvs), so the
+// source File may be closed before write(). Setting a key again replaces its value in
+// place. "general.alignment" and the constructor's alignment are one setting: setting the
+// key changes the alignment, and an alignment other than 32 is written as that key.
+// Every input is validated (types, shapes, sizes, duplicate tensor names): errors throw.
 class Writer {
 public:
-    explicit Writer(uint64_t alignment = 32) : alignment_(alignment) {}
+    explicit Writer(uint64_t alignment = 32);
+    Writer(Writer&&) = default;
+    Writer& operator=(Writer&&) = default;
     void set(const std::string& key, const Value& v);
     void set_u32(const std::string& key, uint32_t v);
     void set_i32(const std::string& key, int32_t v);
@@ -132,16 +145,26 @@ public:
     // ne has n_dims entries; data must hold row_bytes(type, ne[0]) * rows bytes.
     void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
                     const void* data, uint64_t nbytes);
-    void write(const std::string& path) const;    // throws on I/O error
+    // Writes to `path` through a temporary file renamed into place (no partial file is
+    // left behind on error). Throws on I/O error.
+    void write(const std::string& path) const;
     std::vector<uint8_t> to_bytes() const;
+
+    uint64_t alignment() const { return alignment_; }
+    size_t kv_count() const { return kvs_.size(); }
+    size_t tensor_count() const { return tensors_.size(); }
 
 private:
     struct PendingTensor {
         std::string name; DType type; std::vector<int64_t> ne; std::vector<uint8_t> data;
     };
+    template <typename Sink> void emit(Sink& sink) const;
+    Value own(const Value& v, const std::string& key, int depth);
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kvs_;
     std::vector<PendingTensor> tensors_;
+    std::unordered_map<std::string, size_t> kv_pos_, tensor_pos_;
+    std::unique_ptr<std::deque<std::string>> strings_ = std::make_unique<std::deque<std::string>>();
 };
 
 }  // namespace glia::gguf

@@ -1,5 +1,14 @@
 // GGUF reader: maps the file, parses and validates the header, KV section and tensor
 // infos. Every read is bounds-checked through Cursor; errors name file, offset and field.
+//
+// Hardening notes (each one is exercised by tests/gguf/test_malformed.cpp and the fuzzer):
+//  - every count is checked against the bytes left before anything is allocated for it;
+//  - the total number of metadata values is capped (kMaxValues), so a file of many tiny or
+//    nested arrays cannot make the reader allocate memory out of proportion;
+//  - nesting depth is capped (kMaxArrayDepth): no unbounded recursion;
+//  - field names for error messages are built only when an error is raised, so that a
+//    150k-entry vocabulary parses without one allocation per element;
+//  - all offsets and sizes are 64-bit (files larger than 4 GiB work).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +28,35 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;
+// Upper bound on metadata values held in memory (array elements at every depth). A real
+// 262k-token vocabulary (tokens, scores, types, merges) needs about 1.3M; each value costs
+// sizeof(Value) bytes, so this bounds the metadata to about 1.3 GB whatever the file says.
+constexpr uint64_t kMaxValues = uint64_t(1) << 24;
+// Largest accepted general.alignment.
+constexpr uint64_t kMaxAlignment = uint64_t(1) << 20;
+
+// Names the field being read, rendered only when an error is raised.
+struct Field {
+    const std::string* base = nullptr;  // e.g. "key 'tokenizer.ggml.tokens'"
+    const char* prefix = "";            // used when base is null
+    uint64_t index = 0;                 // array element / key / tensor number
+    bool has_index = false;
+    const char* suffix = "";            // e.g. " (string length)"
+
+    std::string str() const {
+        std::string s = base ? *base : std::string(prefix);
+        if (has_index) s += cat(base ? "[" : " #", index, base ? "]" : "");
+        s += suffix;
+        return s;
+    }
+    Field with_suffix(const char* sfx) const {
+        Field f = *this;
+        f.suffix = sfx;
+        return f;
+    }
+};
+
+Field named(const std::string& s) { return Field{&s, "", 0, false, ""}; }
 
 class Cursor {
 public:
@@ -30,21 +68,27 @@ public:
     [[noreturn]] void error(uint64_t at, const std::string& field, const std::string& what) const {
         fail(name_, ": offset ", at, ": ", field, ": ", what);
     }
-    void need(uint64_t n, const std::string& field) const {
+    [[noreturn]] void error(uint64_t at, const Field& field, const std::string& what) const {
+        error(at, field.str(), what);
+    }
+    void need(uint64_t n, const Field& field) const {
         if (n > remaining())
             error(pos_, field, cat("truncated file (need ", n, " bytes, ", remaining(), " left)"));
     }
     template <typename T>
-    T read(const std::string& field) {
+    T read(const Field& field) {
         need(sizeof(T), field);
         T v;
         std::memcpy(&v, base_ + pos_, sizeof(T));
         pos_ += sizeof(T);
         return v;
     }
-    std::string_view read_string(const std::string& field) {
+    template <typename T>
+    T read(const std::string& field) { return read<T>(named(field)); }
+
+    std::string_view read_string(const Field& field) {
         const uint64_t at = pos_;
-        const uint64_t len = read<uint64_t>(field + " (string length)");
+        const uint64_t len = read<uint64_t>(field.with_suffix(" (string length)"));
         if (len > remaining())
             error(at, field, cat("string length ", len, " exceeds the ", remaining(), " bytes left in the file"));
         std::string_view s(reinterpret_cast<const char*>(base_ + pos_), len);
@@ -71,47 +115,75 @@ size_t scalar_size(ValueType t) {
 
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
 
-Value read_value(Cursor& c, ValueType type, const std::string& field, int depth) {
-    Value v;
-    v.type = type;
-    switch (type) {
-        case ValueType::UINT8: v.u = c.read<uint8_t>(field); break;
-        case ValueType::INT8: v.i = c.read<int8_t>(field); break;
-        case ValueType::UINT16: v.u = c.read<uint16_t>(field); break;
-        case ValueType::INT16: v.i = c.read<int16_t>(field); break;
-        case ValueType::UINT32: v.u = c.read<uint32_t>(field); break;
-        case ValueType::INT32: v.i = c.read<int32_t>(field); break;
-        case ValueType::UINT64: v.u = c.read<uint64_t>(field); break;
-        case ValueType::INT64: v.i = c.read<int64_t>(field); break;
-        case ValueType::FLOAT32: v.f = c.read<float>(field); break;
-        case ValueType::FLOAT64: v.f = c.read<double>(field); break;
-        case ValueType::BOOL: {
-            const uint64_t at = c.pos();
-            uint8_t b = c.read<uint8_t>(field);
-            if (b > 1) c.error(at, field, cat("bool value ", int(b), " is neither 0 nor 1"));
-            v.u = b;
-            break;
-        }
-        case ValueType::STRING: v.s = c.read_string(field); break;
-        case ValueType::ARRAY: {
-            const uint64_t at = c.pos();
-            if (depth >= kMaxArrayDepth) c.error(at, field, "arrays nested too deeply");
-            uint32_t et = c.read<uint32_t>(field + " (array element type)");
-            if (!valid_value_type(et)) c.error(at, field, cat("unknown array element type ", et));
-            v.elem_type = static_cast<ValueType>(et);
-            const uint64_t n = c.read<uint64_t>(field + " (array length)");
-            // Every element takes at least one byte (strings and arrays at least 8).
-            const uint64_t min_size = scalar_size(v.elem_type) ? scalar_size(v.elem_type)
-                                     : v.elem_type == ValueType::ARRAY ? 12 : 8;
-            if (n > c.remaining() / min_size)
-                c.error(at, field, cat("array length ", n, " exceeds what the remaining ", c.remaining(), " bytes can hold"));
-            v.arr.reserve(n);
-            for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem_type, field, depth + 1));
-            break;
+struct ValueReader {
+    Cursor& c;
+    uint64_t n_values = 0;  // metadata values read so far (cap: kMaxValues)
+
+    void read_scalar(Value& v, ValueType type, const Field& field) {
+        switch (type) {
+            case ValueType::UINT8: v.u = c.read<uint8_t>(field); break;
+            case ValueType::INT8: v.i = c.read<int8_t>(field); break;
+            case ValueType::UINT16: v.u = c.read<uint16_t>(field); break;
+            case ValueType::INT16: v.i = c.read<int16_t>(field); break;
+            case ValueType::UINT32: v.u = c.read<uint32_t>(field); break;
+            case ValueType::INT32: v.i = c.read<int32_t>(field); break;
+            case ValueType::UINT64: v.u = c.read<uint64_t>(field); break;
+            case ValueType::INT64: v.i = c.read<int64_t>(field); break;
+            case ValueType::FLOAT32: v.f = c.read<float>(field); break;
+            case ValueType::FLOAT64: v.f = c.read<double>(field); break;
+            case ValueType::BOOL: {
+                const uint64_t at = c.pos();
+                const uint8_t b = c.read<uint8_t>(field);
+                if (b > 1) c.error(at, field, cat("bool value ", int(b), " is neither 0 nor 1"));
+                v.u = b;
+                break;
+            }
+            case ValueType::STRING: v.s = c.read_string(field); break;
+            case ValueType::ARRAY: break;  // handled by read()
         }
     }
-    return v;
-}
+
+    void read(Value& v, ValueType type, const Field& field, int depth) {
+        v.type = type;
+        if (type != ValueType::ARRAY) {
+            read_scalar(v, type, field);
+            return;
+        }
+        const uint64_t at = c.pos();
+        if (depth >= kMaxArrayDepth)
+            c.error(at, field, cat("arrays nested more than ", kMaxArrayDepth, " deep"));
+        const uint32_t et = c.read<uint32_t>(field.with_suffix(" (array element type)"));
+        if (!valid_value_type(et)) c.error(at, field, cat("unknown array element type ", et));
+        v.elem_type = static_cast<ValueType>(et);
+        const uint64_t n = c.read<uint64_t>(field.with_suffix(" (array length)"));
+        // Every element takes at least its scalar size (strings 8 bytes, arrays 12).
+        const uint64_t min_size = scalar_size(v.elem_type) ? scalar_size(v.elem_type)
+                                  : v.elem_type == ValueType::ARRAY ? 12 : 8;
+        if (n > c.remaining() / min_size)
+            c.error(at, field, cat("array length ", n, " exceeds what the remaining ", c.remaining(),
+                                   " bytes can hold"));
+        if (n > kMaxValues - n_values)
+            c.error(at, field, cat("array length ", n, " brings the metadata past ", kMaxValues,
+                                   " values in total, the reader's limit (a real vocabulary needs ~1M)"));
+        n_values += n;
+        v.arr.resize(n);
+        if (v.elem_type != ValueType::ARRAY) {
+            // Flat array: the element field name is built only on error.
+            Field ef = field;
+            ef.has_index = true;
+            for (uint64_t k = 0; k < n; ++k) {
+                ef.index = k;
+                v.arr[k].type = v.elem_type;
+                read_scalar(v.arr[k], v.elem_type, ef);
+            }
+        } else {
+            for (uint64_t k = 0; k < n; ++k) {
+                const std::string sub = cat(field.str(), "[", k, "]");
+                read(v.arr[k], ValueType::ARRAY, named(sub), depth + 1);
+            }
+        }
+    }
+};
 
 }  // namespace
 
@@ -135,7 +207,7 @@ const char* value_type_name(ValueType t) {
 }
 
 std::unique_ptr<File> File::open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0) {
@@ -151,7 +223,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
     f->path_ = path;
     f->size_ = static_cast<uint64_t>(st.st_size);
     if (f->size_ > 0) {
-        void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        void* m = mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             ::close(fd);
@@ -176,54 +248,80 @@ std::unique_ptr<File> File::from_memory(std::vector<uint8_t> bytes, std::string 
 }
 
 File::~File() {
-    if (map_) munmap(map_, size_);
+    if (map_) munmap(map_, static_cast<size_t>(size_));
 }
 
 void File::parse() {
     static const uint8_t kEmpty = 0;
     Cursor c(path_, base_ ? base_ : &kEmpty, size_);
-    if (size_ < 4) c.error(0, "magic", cat("file too small to be GGUF (", size_, " bytes)"));
+    if (size_ < 8) c.error(0, "magic", cat("file too small to be GGUF (", size_, " bytes)"));
     const uint32_t magic = c.read<uint32_t>("magic");
-    if (magic != kMagic) c.error(0, "magic", "not a GGUF file (bad magic)");
+    if (magic != kMagic) c.error(0, "magic", "not a GGUF file (bad magic; expected \"GGUF\")");
     version_ = c.read<uint32_t>("version");
-    if (version_ != 2 && version_ != 3)
-        c.error(4, "version", cat("unsupported GGUF version ", version_, " (supported: 2, 3)"));
+    if (version_ != 2 && version_ != 3) {
+        const bool big_endian = (version_ & 0xffff) == 0 && version_ != 0;
+        c.error(4, "version", cat("unsupported GGUF version ", version_, " (supported: 2, 3)",
+                                  big_endian ? "; the file looks big-endian, only little-endian is supported"
+                                  : version_ == 1 ? "; GGUF v1 files must be converted with a current tool" : ""));
+    }
     const uint64_t n_tensors = c.read<uint64_t>("tensor_count");
     const uint64_t n_kv = c.read<uint64_t>("metadata_kv_count");
-    // Each KV takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at least 8+4+8+4+8.
-    if (n_kv > c.remaining() / 13) c.error(16, "metadata_kv_count", cat(n_kv, " key-value pairs cannot fit in the file"));
-    if (n_tensors > c.remaining() / 32) c.error(8, "tensor_count", cat(n_tensors, " tensors cannot fit in the file"));
+    // Each KV takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor info at least
+    // 8 (name length) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset).
+    if (n_kv > c.remaining() / 13)
+        c.error(16, "metadata_kv_count", cat(n_kv, " key-value pairs cannot fit in the ", c.remaining(), " bytes left"));
+    if (n_tensors > c.remaining() / 32)
+        c.error(8, "tensor_count", cat(n_tensors, " tensor infos cannot fit in the ", c.remaining(), " bytes left"));
 
-    std::unordered_set<std::string_view> keys;
+    ValueReader vr{c};
+    kv_index_.clear();
+    kv_index_.reserve(n_kv);
     kvs_.reserve(n_kv);
     for (uint64_t k = 0; k < n_kv; ++k) {
         KV kv;
         kv.offset = c.pos();
-        std::string_view key = c.read_string(cat("key #", k));
+        const Field kf{nullptr, "key", k, true, ""};
+        std::string_view key = c.read_string(kf);
+        if (key.empty()) c.error(kv.offset, kf, "empty key name");
         kv.key = std::string(key);
-        if (!keys.insert(key).second) c.error(kv.offset, cat("key '", kv.key, "'"), "duplicate key");
+        const std::string field = cat("key '", kv.key, "'");
+        if (!kv_index_.emplace(key, kvs_.size()).second) c.error(kv.offset, field, "duplicate key");
         const uint64_t tpos = c.pos();
-        uint32_t t = c.read<uint32_t>(cat("type of key '", kv.key, "'"));
-        if (!valid_value_type(t)) c.error(tpos, cat("key '", kv.key, "'"), cat("unknown value type ", t));
-        kv.value = read_value(c, static_cast<ValueType>(t), cat("key '", kv.key, "'"), 0);
+        const uint32_t t = c.read<uint32_t>(named(field).with_suffix(" (value type)"));
+        if (!valid_value_type(t)) c.error(tpos, field, cat("unknown value type ", t));
+        if (vr.n_values >= kMaxValues) c.error(kv.offset, field, cat("more than ", kMaxValues, " metadata values"));
+        ++vr.n_values;
+        vr.read(kv.value, static_cast<ValueType>(t), named(field), 0);
         kvs_.push_back(std::move(kv));
     }
 
-    if (const Value* a = find("general.alignment")) {
-        if (!a->is_integer() || a->u == 0 || (a->u & (a->u - 1)) != 0 || a->u > (1u << 20))
-            fail(path_, ": key 'general.alignment': must be a power of two integer, got ", a->to_string());
-        alignment_ = a->u;
+    if (auto it = kv_index_.find("general.alignment"); it != kv_index_.end()) {
+        const KV& kv = kvs_[it->second];
+        const Value& a = kv.value;
+        uint64_t al = 0;
+        if (a.is_integer()) {
+            const bool is_signed = a.type == ValueType::INT8 || a.type == ValueType::INT16 ||
+                                   a.type == ValueType::INT32 || a.type == ValueType::INT64;
+            al = is_signed ? (a.i > 0 ? static_cast<uint64_t>(a.i) : 0) : a.u;
+        }
+        if (al == 0 || (al & (al - 1)) != 0 || al > kMaxAlignment)
+            c.error(kv.offset, "key 'general.alignment'",
+                    cat("must be a power-of-two integer between 1 and ", kMaxAlignment, ", got ",
+                        value_type_name(a.type), " ", a.to_string()));
+        alignment_ = al;
     }
 
-    std::unordered_set<std::string_view> names;
+    tensor_index_.clear();
+    tensor_index_.reserve(n_tensors);
     tensors_.reserve(n_tensors);
     for (uint64_t k = 0; k < n_tensors; ++k) {
         TensorInfo ti;
         const uint64_t at = c.pos();
-        std::string_view name = c.read_string(cat("tensor #", k, " name"));
+        const Field nf{nullptr, "tensor", k, true, " name"};
+        std::string_view name = c.read_string(nf);
         ti.name = std::string(name);
         const std::string field = cat("tensor '", ti.name, "'");
-        if (!names.insert(name).second) c.error(at, field, "duplicate tensor name");
+        if (!tensor_index_.emplace(name, tensors_.size()).second) c.error(at, field, "duplicate tensor name");
         const uint64_t dpos = c.pos();
         ti.n_dims = c.read<uint32_t>(field + " n_dims");
         if (ti.n_dims == 0 || ti.n_dims > kMaxDims)
@@ -233,63 +331,71 @@ void File::parse() {
             const uint64_t epos = c.pos();
             const uint64_t ne = c.read<uint64_t>(cat(field, " ne[", d, "]"));
             if (ne == 0 || ne > uint64_t(std::numeric_limits<int64_t>::max()))
-                c.error(epos, field, cat("dimension ne[", d, "] = ", ne, " is invalid"));
+                c.error(epos, cat(field, " ne[", d, "]"), cat("dimension ", ne, " is invalid (must be 1..2^63-1)"));
             if (n_elem > uint64_t(std::numeric_limits<int64_t>::max()) / ne)
-                c.error(epos, field, "element count overflows 64 bits");
+                c.error(epos, cat(field, " ne[", d, "]"), "element count overflows 64 bits");
             n_elem *= ne;
             ti.ne[d] = static_cast<int64_t>(ne);
         }
         const uint64_t tpos = c.pos();
         const uint32_t type = c.read<uint32_t>(field + " type");
         const DTypeInfo* info = dtype_info(type);
-        if (!info) c.error(tpos, field, cat("unknown tensor type id ", type));
+        if (!info) c.error(tpos, field + " type", cat("unknown tensor type id ", type));
         ti.type = info->type;
         if (ti.ne[0] % info->block_size != 0)
-            c.error(tpos, field, cat("row length ", ti.ne[0], " is not a multiple of the ", info->name,
-                                     " block size ", info->block_size));
-        const uint64_t n_blocks = n_elem / info->block_size;
+            c.error(tpos, field + " type", cat("row length ", ti.ne[0], " is not a multiple of the ", info->name,
+                                               " block size ", info->block_size));
+        const uint64_t n_blocks = n_elem / static_cast<uint64_t>(info->block_size);
         if (n_blocks > std::numeric_limits<uint64_t>::max() / info->type_size)
-            c.error(tpos, field, "byte size overflows 64 bits");
+            c.error(tpos, field + " type", "byte size overflows 64 bits");
         ti.nbytes = n_blocks * info->type_size;
         const uint64_t opos = c.pos();
         ti.offset = c.read<uint64_t>(field + " offset");
         if (ti.offset % alignment_ != 0)
-            c.error(opos, field, cat("data offset ", ti.offset, " is not a multiple of the alignment ", alignment_));
+            c.error(opos, field + " offset",
+                    cat("data offset ", ti.offset, " is not a multiple of the alignment ", alignment_));
         tensors_.push_back(std::move(ti));
     }
 
     // The data section starts at the next aligned offset after the header.
-    data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+    const uint64_t header_end = c.pos();
+    data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;  // no overflow: header_end <= size
     if (!tensors_.empty() && data_offset_ > size_)
-        fail(path_, ": offset ", c.pos(), ": tensor data section: starts past the end of the file (truncated)");
+        fail(path_, ": offset ", header_end, ": tensor data section: starts at ", data_offset_,
+             ", past the end of the file (", size_, " bytes): truncated");
 
     // Bounds and overlap: sort by offset, check each against the file end and the next one.
     std::vector<const TensorInfo*> order;
+    order.reserve(tensors_.size());
     for (auto& t : tensors_) order.push_back(&t);
     std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
     const uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
+    auto abs_offset = [&](uint64_t rel) {
+        return rel <= std::numeric_limits<uint64_t>::max() - data_offset_ ? cat(data_offset_ + rel)
+                                                                         : cat(data_offset_, "+", rel);
+    };
     for (size_t k = 0; k < order.size(); ++k) {
         const TensorInfo& t = *order[k];
         if (t.offset > data_size || t.nbytes > data_size - t.offset)
-            fail(path_, ": offset ", data_offset_ + t.offset, ": tensor '", t.name, "': data (", t.nbytes,
-                 " bytes) extends past the end of the file (", size_, " bytes): truncated or corrupt");
+            fail(path_, ": offset ", abs_offset(t.offset), ": tensor '", t.name, "' data: ", t.nbytes,
+                 " bytes at data offset ", t.offset, " extend past the end of the file (", size_,
+                 " bytes): truncated or corrupt");
         if (k + 1 < order.size() && t.offset + t.nbytes > order[k + 1]->offset)
-            fail(path_, ": offset ", data_offset_ + t.offset, ": tensor '", t.name, "': data overlaps tensor '",
-                 order[k + 1]->name, "'");
+            fail(path_, ": offset ", abs_offset(t.offset), ": tensor '", t.name, "' data: bytes ", t.offset,
+                 "..", t.offset + t.nbytes, " overlap tensor '", order[k + 1]->name, "' at data offset ",
+                 order[k + 1]->offset);
     }
     for (auto& t : tensors_) t.data = base_ + data_offset_ + t.offset;
 }
 
 const Value* File::find(std::string_view key) const {
-    for (const auto& kv : kvs_)
-        if (kv.key == key) return &kv.value;
-    return nullptr;
+    auto it = kv_index_.find(key);
+    return it == kv_index_.end() ? nullptr : &kvs_[it->second].value;
 }
 
 const TensorInfo* File::find_tensor(std::string_view name) const {
-    for (const auto& t : tensors_)
-        if (t.name == name) return &t;
-    return nullptr;
+    auto it = tensor_index_.find(name);
+    return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const TensorInfo& File::tensor(std::string_view name) const {

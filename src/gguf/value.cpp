@@ -65,7 +65,11 @@ T convert(const Value& v, const std::string& where) {
         if (v.type == ValueType::BOOL) return v.u != 0;
         fail(where, ": expected a bool, found ", value_type_name(v.type));
     } else if constexpr (std::is_floating_point_v<T>) {
-        if (v.is_float()) return static_cast<T>(v.f);
+        if (v.is_float()) {
+            if (std::isfinite(v.f) && std::fabs(v.f) > static_cast<double>(std::numeric_limits<T>::max()))
+                fail(where, ": value ", v.f, " is out of range for a ", sizeof(T) == 4 ? "f32" : "f64");
+            return static_cast<T>(v.f);
+        }
         if (v.is_integer()) return is_unsigned(v.type) ? static_cast<T>(v.u) : static_cast<T>(v.i);
         fail(where, ": expected a number, found ", value_type_name(v.type));
     } else {
@@ -112,6 +116,7 @@ std::vector<T> File::get_array(std::string_view key) const {
 
 template <typename T>
 std::optional<PerLayer<T>> File::per_layer_opt(std::string_view key, int n_layer) const {
+    if (n_layer < 0) fail(path_, ": key '", key, "': invalid layer count ", n_layer);
     const Value* v = find(key);
     if (!v) return std::nullopt;
     PerLayer<T> r;
