@@ -25,13 +25,14 @@ const char* value_type_name(ValueType t);
 
 // One metadata value. Scalars keep their value in the matching field; strings view the
 // mapped file (valid while the File lives); arrays hold their elements.
+// (Members are ordered to keep the struct small: a vocabulary holds ~1M of them.)
 struct Value {
     ValueType type = ValueType::UINT8;
+    ValueType elem_type = ValueType::UINT8;  // ARRAY: element type
     uint64_t u = 0;             // unsigned integers and bool
     int64_t i = 0;              // signed integers
     double f = 0;               // floats
     std::string_view s;         // STRING
-    ValueType elem_type = ValueType::UINT8;  // ARRAY: element type
     std::vector<Value> arr;     // ARRAY: elements
 
     bool is_integer() const;
