@@ -160,6 +160,7 @@ private:
         std::string name; DType type; std::vector<int64_t> ne; std::vector<uint8_t> data;
     };
     template <typename Sink> void emit(Sink& sink) const;
+    uint64_t data_section_start(uint64_t header_bytes) const;
     Value own(const Value& v, const std::string& key, int depth);
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kvs_;

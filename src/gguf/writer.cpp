@@ -252,10 +252,17 @@ struct CountSink {
 };
 }  // namespace
 
+// The data section starts at the next aligned offset; a file without tensors (a vocabulary)
+// ends right after its header, as the reference tooling writes it.
+uint64_t Writer::data_section_start(uint64_t header_bytes) const {
+    if (tensors_.empty()) return header_bytes;
+    return (header_bytes + alignment_ - 1) / alignment_ * alignment_;
+}
+
 std::vector<uint8_t> Writer::to_bytes() const {
     CountSink count;
     emit(count);
-    const uint64_t data_start = (count.n + alignment_ - 1) / alignment_ * alignment_;
+    const uint64_t data_start = data_section_start(count.n);
     uint64_t total = data_start;
     for (const auto& t : tensors_) total += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
     std::vector<uint8_t> out;
@@ -281,7 +288,7 @@ void Writer::write(const std::string& path) const {
         emit(count);
         FileSink fs{f, path};
         emit(fs);
-        const uint64_t data_start = (count.n + alignment_ - 1) / alignment_ * alignment_;
+        const uint64_t data_start = data_section_start(count.n);
         put_zeros(fs, data_start - count.n);
         for (const auto& t : tensors_) {
             fs.put(t.data.data(), t.data.size());
