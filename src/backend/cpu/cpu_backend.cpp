@@ -1,0 +1,24 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include "core/error.h"
+
+namespace glia::cpu {
+
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
+
+bool CpuBackend::supports(const Node& node) const { return node.op != Op::NONE && node.op != Op::COUNT; }
+
+void CpuBackend::run(const Node& n) {
+    switch (n.op) {
+        case Op::GET_ROWS: op_get_rows(n); break;
+        case Op::RMS_NORM: op_rms_norm(n, pool_); break;
+        case Op::ADD: case Op::MUL: case Op::SCALE: op_binary(n); break;
+        case Op::MATMUL: op_matmul(n, pool_, scratch_); break;
+        case Op::ROPE: op_rope(n); break;
+        case Op::ATTENTION: op_attention(n, pool_); break;
+        case Op::SWIGLU: op_swiglu(n); break;
+        default: fail("cpu backend: op ", op_name(n.op), " not implemented");
+    }
+}
+
+}  // namespace glia::cpu

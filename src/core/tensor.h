@@ -1,0 +1,41 @@
+// Tensor: element type, shape (ne, ggml order: ne[0] contiguous), byte strides (nb),
+// and a data pointer. Views share storage with their source; nbytes() is the span
+// a view actually covers (not ne * element size), which matters for strided views.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace glia {
+
+enum class Device : uint8_t { CPU = 0, CUDA = 1 };
+
+struct Tensor {
+    DType type = DType::F32;
+    int64_t ne[4] = {1, 1, 1, 1};
+    size_t nb[4] = {0, 0, 0, 0};
+    void* data = nullptr;
+    Device device = Device::CPU;
+    std::string name;
+
+    // A contiguous tensor of `type` with shape ne0..ne3 (data not allocated).
+    static Tensor make(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
+
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+    int n_dims() const;           // highest dimension with ne > 1, plus one (at least 1)
+    size_t row_size() const;      // bytes of one ne[0] row
+    size_t nbytes() const;        // bytes spanned, correct for views
+    bool is_contiguous() const;
+
+    template <typename T = float> T* ptr() const { return static_cast<T*>(data); }
+    // Pointer to row (i1, i2, i3).
+    uint8_t* row(int64_t i1, int64_t i2 = 0, int64_t i3 = 0) const {
+        return static_cast<uint8_t*>(data) + i1 * nb[1] + i2 * nb[2] + i3 * nb[3];
+    }
+    std::string shape_str() const;  // "{256, 5, 1, 1}"
+};
+
+}  // namespace glia

@@ -1,0 +1,169 @@
+#include "graph/graph.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace glia {
+
+const char* op_name(Op op) {
+    static const char* names[] = {"NONE", "GET_ROWS", "RMS_NORM", "ADD", "MUL", "SCALE",
+                                  "MATMUL", "ROPE", "ATTENTION", "SWIGLU"};
+    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Op::COUNT));
+    return names[static_cast<size_t>(op)];
+}
+
+static bool same_shape(const Tensor* a, const Tensor* b) {
+    for (int d = 0; d < 4; ++d)
+        if (a->ne[d] != b->ne[d]) return false;
+    return true;
+}
+
+Tensor* Graph::alloc(Tensor t) {
+    const size_t n = t.nbytes();
+    auto buf = std::make_unique<uint8_t[]>(n + 64);
+    // 64-byte alignment for SIMD loads.
+    auto addr = reinterpret_cast<uintptr_t>(buf.get());
+    t.data = reinterpret_cast<void*>((addr + 63) & ~uintptr_t(63));
+    buffers_.push_back(std::move(buf));
+    tensors_.push_back(std::move(t));
+    return &tensors_.back();
+}
+
+Tensor* Graph::new_tensor(DType type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, const std::string& name) {
+    Tensor t = Tensor::make(type, ne0, ne1, ne2, ne3);
+    t.name = name;
+    return alloc(std::move(t));
+}
+
+Tensor* Graph::reshape(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    if (!t->is_contiguous()) fail("reshape of non-contiguous tensor '", t->name, "'");
+    if (ne0 * ne1 * ne2 * ne3 != t->n_elements())
+        fail("reshape of '", t->name, "' ", t->shape_str(), " to a different element count");
+    Tensor v = Tensor::make(t->type, ne0, ne1, ne2, ne3);
+    v.data = t->data;
+    v.name = t->name;
+    tensors_.push_back(std::move(v));
+    return &tensors_.back();
+}
+
+Tensor* Graph::view(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
+    Tensor v = Tensor::make(t->type, ne0, ne1, ne2);
+    v.nb[1] = nb1;
+    v.nb[2] = nb2;
+    v.nb[3] = nb2 * ne2;
+    v.data = static_cast<uint8_t*>(t->data) + offset;
+    v.name = t->name + " (view)";
+    if (offset + v.nbytes() > t->nbytes()) fail("view of '", t->name, "' out of bounds");
+    tensors_.push_back(std::move(v));
+    return &tensors_.back();
+}
+
+Tensor* Graph::add_node(Node n) {
+    nodes_.push_back(n);
+    return n.out;
+}
+
+Tensor* Graph::name(Tensor* t, const std::string& base, int layer) {
+    t->name = layer >= 0 ? base + "-" + std::to_string(layer) : base;
+    return t;
+}
+
+Tensor* Graph::get_rows(Tensor* table, Tensor* ids) {
+    if (ids->type != DType::I32) fail("get_rows: ids must be I32");
+    Node n;
+    n.op = Op::GET_ROWS;
+    n.src = {table, ids};
+    n.out = new_tensor(DType::F32, table->ne[0], ids->ne[0]);
+    return add_node(n);
+}
+
+Tensor* Graph::rms_norm(Tensor* x, Tensor* w, float eps) {
+    if (w && w->ne[0] != x->ne[0])
+        fail("rms_norm: weight '", w->name, "' has ", w->ne[0], " values for rows of ", x->ne[0]);
+    Node n;
+    n.op = Op::RMS_NORM;
+    n.src = {x, w};
+    n.f0 = eps;
+    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+
+Tensor* Graph::add(Tensor* a, Tensor* b) {
+    if (!same_shape(a, b) && !(b->n_rows() == 1 && b->ne[0] == a->ne[0]))
+        fail("add: shapes ", a->shape_str(), " and ", b->shape_str(), " do not broadcast");
+    Node n;
+    n.op = Op::ADD;
+    n.src = {a, b};
+    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::mul(Tensor* a, Tensor* b) {
+    if (!same_shape(a, b) && !(b->n_rows() == 1 && b->ne[0] == a->ne[0]))
+        fail("mul: shapes ", a->shape_str(), " and ", b->shape_str(), " do not broadcast");
+    Node n;
+    n.op = Op::MUL;
+    n.src = {a, b};
+    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::scale(Tensor* a, float s) {
+    Node n;
+    n.op = Op::SCALE;
+    n.src = {a};
+    n.f0 = s;
+    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::matmul(Tensor* w, Tensor* x) {
+    if (w->ne[0] != x->ne[0])
+        fail("matmul: '", w->name, "' ", w->shape_str(), " expects rows of ", w->ne[0], ", input '", x->name,
+             "' has ", x->ne[0]);
+    if (!x->is_contiguous()) fail("matmul: input '", x->name, "' must be contiguous");
+    Node n;
+    n.op = Op::MATMUL;
+    n.src = {w, x};
+    n.out = new_tensor(DType::F32, w->ne[1], x->n_rows());
+    return add_node(n);
+}
+
+Tensor* Graph::rope(Tensor* x, Tensor* pos, const RopeParams& p) {
+    if (pos->ne[0] != x->ne[2]) fail("rope: ", pos->ne[0], " positions for ", x->ne[2], " tokens");
+    if (p.n_dims > x->ne[0] || p.n_dims % 2) fail("rope: n_dims ", p.n_dims, " invalid for head size ", x->ne[0]);
+    Node n;
+    n.op = Op::ROPE;
+    n.src = {x, pos};
+    n.rope = p;
+    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, const AttnParams& p) {
+    // q [hd, n_head, T], k [hd, n_kv, T], v [hd_v, n_kv, T]
+    if (q->ne[2] != k->ne[2] || k->ne[2] != v->ne[2] || pos->ne[0] != q->ne[2])
+        fail("attention: token counts differ (q ", q->shape_str(), ", k ", k->shape_str(), ", v ", v->shape_str(), ")");
+    if (q->ne[0] != k->ne[0]) fail("attention: q and k head sizes differ");
+    if (k->ne[1] != v->ne[1] || q->ne[1] % k->ne[1]) fail("attention: head counts incompatible");
+    Node n;
+    n.op = Op::ATTENTION;
+    n.src = {q, k, v, pos};
+    n.attn = p;
+    n.cache = cache;
+    n.out = new_tensor(DType::F32, v->ne[0] * q->ne[1], q->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::swiglu(Tensor* gate, Tensor* up) {
+    if (!same_shape(gate, up)) fail("swiglu: gate ", gate->shape_str(), " and up ", up->shape_str(), " differ");
+    Node n;
+    n.op = Op::SWIGLU;
+    n.src = {gate, up};
+    n.out = new_tensor(DType::F32, gate->ne[0], gate->ne[1], gate->ne[2], gate->ne[3]);
+    return add_node(n);
+}
+
+}  // namespace glia

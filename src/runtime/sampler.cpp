@@ -1,0 +1,68 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+namespace glia {
+
+int32_t argmax(const float* v, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; ++i)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+Sampler::Sampler(const SamplerParams& p) : p_(p) {
+    rng_.seed(p.seed == 0xFFFFFFFFFFFFFFFFull ? std::random_device{}() : p.seed);
+}
+
+int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
+    std::vector<float> l(logits, logits + n_vocab);
+    // Penalties over the recent window.
+    const bool penalize = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    if (penalize && p_.repeat_last_n != 0) {
+        std::unordered_map<int32_t, int> count;
+        const size_t n = p_.repeat_last_n < 0 ? history.size() : std::min<size_t>(history.size(), p_.repeat_last_n);
+        for (size_t i = history.size() - n; i < history.size(); ++i) ++count[history[i]];
+        for (const auto& [id, c] : count) {
+            if (id < 0 || id >= n_vocab) continue;
+            float& x = l[id];
+            if (p_.repeat_penalty != 1.0f) x = x > 0 ? x / p_.repeat_penalty : x * p_.repeat_penalty;
+            x -= float(c) * p_.frequency_penalty + (c > 0 ? p_.presence_penalty : 0.0f);
+        }
+    }
+    if (p_.temperature <= 0.0f) return argmax(l.data(), n_vocab);
+
+    std::vector<int32_t> ids(n_vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    // Top-k.
+    size_t k = (p_.top_k > 0 && p_.top_k < n_vocab) ? size_t(p_.top_k) : size_t(n_vocab);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    ids.resize(k);
+    // Softmax with temperature over the candidates.
+    std::vector<double> pr(k);
+    const double mx = l[ids[0]];
+    double sum = 0;
+    for (size_t i = 0; i < k; ++i) sum += pr[i] = std::exp((l[ids[i]] - mx) / p_.temperature);
+    for (auto& x : pr) x /= sum;
+    // Min-p: drop candidates below min_p * the best probability.
+    size_t keep = k;
+    if (p_.min_p > 0.0f)
+        for (size_t i = 1; i < k; ++i)
+            if (pr[i] < p_.min_p * pr[0]) { keep = i; break; }
+    // Top-p: smallest prefix whose mass reaches top_p.
+    if (p_.top_p < 1.0f) {
+        double cum = 0;
+        for (size_t i = 0; i < keep; ++i) {
+            cum += pr[i];
+            if (cum >= p_.top_p) { keep = i + 1; break; }
+        }
+    }
+    std::discrete_distribution<size_t> dist(pr.begin(), pr.begin() + keep);
+    return ids[dist(rng_)];
+}
+
+}  // namespace glia

@@ -1,0 +1,37 @@
+// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition / presence /
+// frequency penalties, seeded RNG.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace glia {
+
+struct SamplerParams {
+    float temperature = 0.8f;    // <= 0: greedy (argmax, ties to the lowest id)
+    int top_k = 40;              // <= 0: off
+    float top_p = 0.95f;         // >= 1: off
+    float min_p = 0.05f;         // <= 0: off
+    float repeat_penalty = 1.0f; // 1: off
+    int repeat_last_n = 64;      // window for the penalties
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    uint64_t seed = 0xFFFFFFFFFFFFFFFFull;  // this value: a random seed
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams& p);
+    // Picks the next token from logits (n_vocab values) given the tokens so far.
+    int32_t sample(const float* logits, int n_vocab, const std::vector<int32_t>& history);
+    const SamplerParams& params() const { return p_; }
+
+private:
+    SamplerParams p_;
+    std::mt19937_64 rng_;
+};
+
+// Index of the largest value; ties go to the lowest index.
+int32_t argmax(const float* v, int n);
+
+}  // namespace glia
