@@ -319,6 +319,7 @@ void File::parse() {
         const uint64_t at = c.pos();
         const Field nf{nullptr, "tensor", k, true, " name"};
         std::string_view name = c.read_string(nf);
+        if (name.empty()) c.error(at, nf, "empty tensor name");
         ti.name = std::string(name);
         const std::string field = cat("tensor '", ti.name, "'");
         if (!tensor_index_.emplace(name, tensors_.size()).second) c.error(at, field, "duplicate tensor name");
