@@ -11,6 +11,7 @@
 // leading space does). See spm.h.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>

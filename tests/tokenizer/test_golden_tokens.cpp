@@ -69,6 +69,8 @@ int check_golden(const fs::path& json_path, const nlohmann::json& j, const glia:
         expect(v.is_eog(toks[k]) == eog[k], "greedy is_eog " + std::to_string(k) + " token " + std::to_string(toks[k]));
     }
     expect(v.detokenize(toks, true) == joined, "detokenize(render_special) == joined pieces");
+    // `text` is the joined bytes with each invalid byte replaced by U+FFFD.
+    expect(glia::json::sanitize_utf8(joined) == g.at("text").get<std::string>(), "greedy.text");
     return bad;
 }
 
