@@ -1,0 +1,93 @@
+// glia run: generate text from a prompt, streaming it to stdout; speeds to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "command.h"
+#include "common.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tokenizer/vocab.h"
+
+namespace glia::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int cmd_run(const std::vector<std::string>& argv) {
+    Args a("run", "MODEL (-p PROMPT | -f FILE) [options]");
+    add_runtime_options(a);
+    a.opt("-p,--prompt", "TEXT", "prompt text")
+        .opt("-f,--file", "FILE", "read the prompt from a file (byte for byte)")
+        .opt("-n,--n-predict", "N", "tokens to generate (-1 = until end of generation or context)", "256");
+    add_sampling_options(a);
+    a.flag("--ignore-eos", "keep generating past end-of-generation tokens")
+        .flag("--show-ids", "print each prompt and generated token id with its piece (stderr)")
+        .flag("--no-bos", "do not add BOS/EOS even if the vocabulary asks for them");
+    if (!a.parse(argv)) return 0;
+
+    std::string prompt;
+    if (a.has("-f")) prompt = read_file(a.str("-f"));
+    else if (a.has("-p")) prompt = a.str("-p");
+    else fail("no prompt: give -p TEXT or -f FILE (see 'glia run --help')");
+    const long long n_predict = a.integer("-n");
+    const bool show_ids = a.has("--show-ids") || (std::getenv("GLIA_DEBUG_TOKENS") && *std::getenv("GLIA_DEBUG_TOKENS") != '0');
+
+    const auto t_load = Clock::now();
+    auto model = load_model(model_path(a));
+    const tok::Vocab& vocab = model->vocab();
+    SessionOptions so;
+    so.n_threads = static_cast<int>(a.integer("-t"));
+    so.n_ctx = static_cast<int>(a.integer("-c"));
+    Session s(*model, so);
+    Sampler sampler(sampling_params(a));
+    const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+
+    std::vector<int32_t> tokens = vocab.tokenize(prompt, !a.has("--no-bos"), false);
+    if (tokens.empty()) fail("the prompt produced no tokens");
+    if (static_cast<int>(tokens.size()) >= s.n_ctx())
+        fail("the prompt has ", tokens.size(), " tokens but the context holds ", s.n_ctx(),
+             "; raise it with -c (e.g. -c ", tokens.size() + std::max<long long>(n_predict, 0) + 1, ")");
+    if (show_ids)
+        for (int32_t t : tokens) std::fprintf(stderr, "[prompt] %6d '%s'\n", t, vocab.token_to_piece(t, true).c_str());
+
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+    const auto t0 = Clock::now();
+    std::vector<float> logits = s.decode(tokens, false);
+    const double prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+    std::vector<int32_t> history = tokens;
+    long long generated = 0;
+    const char* stop_reason = "length";
+    const auto t1 = Clock::now();
+    while (n_predict < 0 || generated < n_predict) {
+        const int32_t next = sampler.sample(logits.data(), s.n_vocab(), history);
+        ++generated;
+        history.push_back(next);
+        if (show_ids) std::fprintf(stderr, "[gen] %6d '%s'\n", next, vocab.token_to_piece(next, true).c_str());
+        if (vocab.is_eog(next) && !a.has("--ignore-eos")) { stop_reason = "end of generation"; break; }
+        const std::string piece = vocab.token_to_piece(next, false);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        if (s.n_past() >= s.n_ctx()) { stop_reason = "context full"; break; }
+        if (n_predict >= 0 && generated >= n_predict) break;
+        logits = s.decode({next}, false);
+    }
+    const double gen_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    std::fputc('\n', stdout);
+    std::fprintf(stderr,
+                 "\nglia: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s | "
+                 "stopped: %s\n",
+                 load_s, tokens.size(), tokens.size() / std::max(prompt_s, 1e-9), generated,
+                 generated / std::max(gen_s, 1e-9), stop_reason);
+    return 0;
+}
+
+const Command reg{"run", "generate text from a prompt", cmd_run};
+
+}  // namespace
+}  // namespace glia::cli
