@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -23,11 +24,17 @@ volatile uint64_t g_sink;
 
 template <typename T>
 void try_get(const File& f, const std::string& key) {
-    try { (void)f.get<T>(key); } catch (const glia::Error&) {}
-    try { (void)f.get_or<T>(key, T{}); } catch (const glia::Error&) {}
+    const Value* v = f.find(key);
+    if (!v->is_array()) {
+        try { (void)f.get<T>(key); } catch (const glia::Error&) {}
+        try { (void)f.get_or<T>(key, T{}); } catch (const glia::Error&) {}
+    }
+    // Long arrays (vocabularies) are converted by a few types only, to keep the fuzzer fast.
+    if (v->is_array() && v->arr.size() > 64 && !std::is_same_v<T, std::string> && !std::is_same_v<T, float> &&
+        !std::is_same_v<T, int32_t>)
+        return;
     try { (void)f.get_array<T>(key); } catch (const glia::Error&) {}
     try {
-        const Value* v = f.find(key);
         const int n = v && v->is_array() ? static_cast<int>(v->arr.size() & 0xffff) : 3;
         auto pl = f.per_layer<T>(key, n);
         if (pl.values.size() != static_cast<size_t>(n)) std::abort();
@@ -62,6 +69,15 @@ void touch(const File& f) {
     g_sink = acc;
 }
 
+bool same(const Value& a, const Value& b) {
+    if (a.type != b.type || a.u != b.u || a.i != b.i || a.s != b.s || a.arr.size() != b.arr.size()) return false;
+    if (std::memcmp(&a.f, &b.f, sizeof a.f) != 0 && !(a.f != a.f && b.f != b.f)) return false;  // NaN: any payload
+    if (a.type == glia::gguf::ValueType::ARRAY && a.elem_type != b.elem_type) return false;
+    for (size_t k = 0; k < a.arr.size(); ++k)
+        if (!same(a.arr[k], b.arr[k])) return false;
+    return true;
+}
+
 // A file that parsed must be written back and re-read with the same content.
 void round_trip(const File& f) {
     glia::gguf::Writer w(f.alignment());
@@ -71,8 +87,7 @@ void round_trip(const File& f) {
     auto g = File::from_memory(w.to_bytes(), "fuzz-rewritten.gguf");
     if (g->kvs().size() != f.kvs().size() || g->tensors().size() != f.tensors().size()) std::abort();
     for (size_t k = 0; k < f.kvs().size(); ++k)
-        if (g->kvs()[k].key != f.kvs()[k].key || g->kvs()[k].value.to_string(1u << 20) != f.kvs()[k].value.to_string(1u << 20))
-            std::abort();
+        if (g->kvs()[k].key != f.kvs()[k].key || !same(g->kvs()[k].value, f.kvs()[k].value)) std::abort();
     for (size_t k = 0; k < f.tensors().size(); ++k) {
         const auto& a = f.tensors()[k];
         const auto& b = g->tensors()[k];
