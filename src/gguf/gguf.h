@@ -106,6 +106,7 @@ public:
 private:
     File() = default;
     void parse();
+    std::string where(std::string_view key) const;  // "file: offset N: key 'k'" for errors
     std::string path_;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;

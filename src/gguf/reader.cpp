@@ -32,6 +32,11 @@ constexpr int kMaxArrayDepth = 8;
 // 262k-token vocabulary (tokens, scores, types, merges) needs about 1.3M; each value costs
 // sizeof(Value) bytes, so this bounds the metadata to about 1.3 GB whatever the file says.
 constexpr uint64_t kMaxValues = uint64_t(1) << 24;
+// Upper bound on tensor infos (a real model has at most tens of thousands).
+constexpr uint64_t kMaxTensors = uint64_t(1) << 22;
+// Containers are reserved at most this far ahead of what has actually been parsed, so a
+// count that lies costs nothing before the parse reaches the end of the file.
+constexpr uint64_t kMaxReserve = uint64_t(1) << 16;
 // Largest accepted general.alignment.
 constexpr uint64_t kMaxAlignment = uint64_t(1) << 20;
 
@@ -273,10 +278,15 @@ void File::parse() {
     if (n_tensors > c.remaining() / 32)
         c.error(8, "tensor_count", cat(n_tensors, " tensor infos cannot fit in the ", c.remaining(), " bytes left"));
 
+    if (n_kv > kMaxValues)
+        c.error(16, "metadata_kv_count", cat(n_kv, " key-value pairs exceed the reader's limit of ", kMaxValues));
+    if (n_tensors > kMaxTensors)
+        c.error(8, "tensor_count", cat(n_tensors, " tensors exceed the reader's limit of ", kMaxTensors));
+
     ValueReader vr{c};
     kv_index_.clear();
-    kv_index_.reserve(n_kv);
-    kvs_.reserve(n_kv);
+    kv_index_.reserve(std::min(n_kv, kMaxReserve));
+    kvs_.reserve(std::min(n_kv, kMaxReserve));
     for (uint64_t k = 0; k < n_kv; ++k) {
         KV kv;
         kv.offset = c.pos();
@@ -312,8 +322,8 @@ void File::parse() {
     }
 
     tensor_index_.clear();
-    tensor_index_.reserve(n_tensors);
-    tensors_.reserve(n_tensors);
+    tensor_index_.reserve(std::min(n_tensors, kMaxReserve));
+    tensors_.reserve(std::min(n_tensors, kMaxReserve));
     for (uint64_t k = 0; k < n_tensors; ++k) {
         TensorInfo ti;
         const uint64_t at = c.pos();

@@ -56,61 +56,72 @@ std::string Value::to_string(size_t max_items) const {
 
 namespace {
 
-template <typename T>
-T convert(const Value& v, const std::string& where) {
+// `where_fn()` renders the location for an error message; it runs only on error, so that
+// converting a 150k-entry array costs no string formatting.
+template <typename T, typename Where>
+T convert(const Value& v, const Where& where_fn) {
+    auto where = [&] { return where_fn(); };
     if constexpr (std::is_same_v<T, std::string>) {
-        if (v.type != ValueType::STRING) fail(where, ": expected a string, found ", value_type_name(v.type));
+        if (v.type != ValueType::STRING) fail(where(), ": expected a string, found ", value_type_name(v.type));
         return std::string(v.s);
     } else if constexpr (std::is_same_v<T, bool>) {
         if (v.type == ValueType::BOOL) return v.u != 0;
-        fail(where, ": expected a bool, found ", value_type_name(v.type));
+        fail(where(), ": expected a bool, found ", value_type_name(v.type));
     } else if constexpr (std::is_floating_point_v<T>) {
         if (v.is_float()) {
             if (std::isfinite(v.f) && std::fabs(v.f) > static_cast<double>(std::numeric_limits<T>::max()))
-                fail(where, ": value ", v.f, " is out of range for a ", sizeof(T) == 4 ? "f32" : "f64");
+                fail(where(), ": value ", v.f, " is out of range for a ", sizeof(T) == 4 ? "f32" : "f64");
             return static_cast<T>(v.f);
         }
         if (v.is_integer()) return is_unsigned(v.type) ? static_cast<T>(v.u) : static_cast<T>(v.i);
-        fail(where, ": expected a number, found ", value_type_name(v.type));
+        fail(where(), ": expected a number, found ", value_type_name(v.type));
     } else {
         static_assert(std::is_integral_v<T>);
-        if (!v.is_integer()) fail(where, ": expected an integer, found ", value_type_name(v.type));
+        if (!v.is_integer()) fail(where(), ": expected an integer, found ", value_type_name(v.type));
         if (is_unsigned(v.type)) {
             if (v.u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
-                fail(where, ": value ", v.u, " does not fit the expected integer type");
+                fail(where(), ": value ", v.u, " is out of range (", +std::numeric_limits<T>::min(), "..",
+                     +std::numeric_limits<T>::max(), ")");
             return static_cast<T>(v.u);
         }
         if (v.i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
             (v.i > 0 && static_cast<uint64_t>(v.i) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
-            fail(where, ": value ", v.i, " does not fit the expected integer type");
+            fail(where(), ": value ", v.i, " is out of range (", +std::numeric_limits<T>::min(), "..",
+                 +std::numeric_limits<T>::max(), ")");
         return static_cast<T>(v.i);
     }
 }
 
 }  // namespace
 
+std::string File::where(std::string_view key) const {
+    auto it = kv_index_.find(key);
+    if (it == kv_index_.end()) return cat(path_, ": key '", key, "'");
+    return cat(path_, ": offset ", kvs_[it->second].offset, ": key '", key, "'");
+}
+
 template <typename T>
 T File::get(std::string_view key) const {
     const Value* v = find(key);
     if (!v) fail(path_, ": key '", key, "' is missing");
-    return convert<T>(*v, cat(path_, ": key '", key, "'"));
+    return convert<T>(*v, [&] { return where(key); });
 }
 
 template <typename T>
 T File::get_or(std::string_view key, T fallback) const {
     const Value* v = find(key);
     if (!v) return fallback;
-    return convert<T>(*v, cat(path_, ": key '", key, "'"));
+    return convert<T>(*v, [&] { return where(key); });
 }
 
 template <typename T>
 std::vector<T> File::get_array(std::string_view key) const {
     const Value* v = find(key);
     if (!v) fail(path_, ": key '", key, "' is missing");
-    if (!v->is_array()) fail(path_, ": key '", key, "': expected an array, found ", value_type_name(v->type));
+    if (!v->is_array()) fail(where(key), ": expected an array, found ", value_type_name(v->type));
     std::vector<T> out;
     out.reserve(v->arr.size());
-    for (size_t k = 0; k < v->arr.size(); ++k) out.push_back(convert<T>(v->arr[k], cat(path_, ": key '", key, "'[", k, "]")));
+    for (size_t k = 0; k < v->arr.size(); ++k) out.push_back(convert<T>(v->arr[k], [&] { return cat(where(key), "[", k, "]"); }));
     return out;
 }
 
@@ -122,12 +133,12 @@ std::optional<PerLayer<T>> File::per_layer_opt(std::string_view key, int n_layer
     PerLayer<T> r;
     if (v->is_array()) {
         if (v->arr.size() != static_cast<size_t>(n_layer))
-            fail(path_, ": key '", key, "': per-layer array has ", v->arr.size(), " entries, expected ", n_layer,
+            fail(where(key), ": per-layer array has ", v->arr.size(), " entries, expected ", n_layer,
                  " (one per layer)");
         r.values = get_array<T>(key);
         r.from_array = true;
     } else {
-        r.values.assign(n_layer, convert<T>(*v, cat(path_, ": key '", key, "'")));
+        r.values.assign(n_layer, convert<T>(*v, [&] { return where(key); }));
     }
     return r;
 }
