@@ -8,7 +8,7 @@ namespace glia {
 
 const char* op_name(Op op) {
     static const char* names[] = {"NONE", "GET_ROWS", "RMS_NORM", "ADD", "MUL", "SCALE",
-                                  "MATMUL", "ROPE", "ATTENTION", "SWIGLU"};
+                                  "MATMUL", "ROPE", "ATTENTION", "SWIGLU", "GEGLU", "SOFTCAP", "MOE", "SHORTCONV"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Op::COUNT));
     return names[static_cast<size_t>(op)];
 }
@@ -157,12 +157,60 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor
     return add_node(n);
 }
 
-Tensor* Graph::swiglu(Tensor* gate, Tensor* up) {
-    if (!same_shape(gate, up)) fail("swiglu: gate ", gate->shape_str(), " and up ", up->shape_str(), " differ");
+static Node glu_node(Graph& g, Op op, Tensor* gate, Tensor* up) {
+    if (!same_shape(gate, up)) fail(op_name(op), ": gate ", gate->shape_str(), " and up ", up->shape_str(), " differ");
+    if (gate->ne[2] != 1 || gate->ne[3] != 1) fail(op_name(op), ": expects 2-D inputs");
     Node n;
-    n.op = Op::SWIGLU;
+    n.op = op;
     n.src = {gate, up};
-    n.out = new_tensor(DType::F32, gate->ne[0], gate->ne[1], gate->ne[2], gate->ne[3]);
+    n.out = g.new_tensor(DType::F32, gate->ne[0], gate->ne[1]);
+    return n;
+}
+
+Tensor* Graph::swiglu(Tensor* gate, Tensor* up) { return add_node(glu_node(*this, Op::SWIGLU, gate, up)); }
+Tensor* Graph::geglu(Tensor* gate, Tensor* up) { return add_node(glu_node(*this, Op::GEGLU, gate, up)); }
+
+Tensor* Graph::softcap(Tensor* x, float cap) {
+    if (!(cap > 0)) fail("softcap: cap must be positive");
+    Node n;
+    n.op = Op::SOFTCAP;
+    n.src = {x};
+    n.f0 = cap;
+    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, int n_used,
+                   bool norm_weights, const int32_t* forced) {
+    const int64_t E = x->ne[0], n_exp = router->ne[1], F = gate_exps->ne[1];
+    if (router->ne[0] != E) fail("moe: router '", router->name, "' expects rows of ", router->ne[0]);
+    if (gate_exps->ne[0] != E || up_exps->ne[0] != E || up_exps->ne[1] != F || down_exps->ne[0] != F ||
+        down_exps->ne[1] != E || gate_exps->ne[2] != n_exp || up_exps->ne[2] != n_exp || down_exps->ne[2] != n_exp)
+        fail("moe: expert tensors ", gate_exps->shape_str(), ", ", up_exps->shape_str(), ", ", down_exps->shape_str(),
+             " do not fit ", n_exp, " experts of width ", E);
+    if (n_used <= 0 || n_used > n_exp) fail("moe: ", n_used, " experts used of ", n_exp);
+    if (!x->is_contiguous()) fail("moe: input must be contiguous");
+    Node n;
+    n.op = Op::MOE;
+    n.src = {x, router, gate_exps, up_exps};
+    n.extra = down_exps;
+    n.i0 = n_used;
+    n.b0 = norm_weights;
+    n.forced = forced;
+    n.out = new_tensor(DType::F32, E, x->ne[1]);
+    return add_node(n);
+}
+
+Tensor* Graph::shortconv(Tensor* bx, Tensor* w, RecurrentState* state, int layer) {
+    if (w->ne[1] != bx->ne[0]) fail("shortconv: kernel '", w->name, "' has ", w->ne[1], " channels, input ", bx->ne[0]);
+    if (w->type != DType::F32) fail("shortconv: kernel '", w->name, "' must be F32");
+    if (!state) fail("shortconv: no recurrent state for layer ", layer);
+    Node n;
+    n.op = Op::SHORTCONV;
+    n.src = {bx, w};
+    n.state = state;
+    n.i0 = layer;
+    n.out = new_tensor(DType::F32, bx->ne[0], bx->ne[1]);
     return add_node(n);
 }
 

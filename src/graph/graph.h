@@ -12,7 +12,8 @@
 
 namespace glia {
 
-class KVCache;  // runtime/kv_cache.h
+class KVCache;         // runtime/kv_cache.h
+class RecurrentState;  // runtime/recurrent_state.h
 
 enum class Op : uint8_t {
     NONE,       // a leaf: weight or input
@@ -25,6 +26,10 @@ enum class Op : uint8_t {
     ROPE,       // rotate pairs of x [head_dim, n_head, T] by positions src1 (I32)
     ATTENTION,  // store k/v (src1/src2) into the cache, attend q (src0) over it
     SWIGLU,     // out = silu(src0) * src1
+    GEGLU,      // out = gelu_tanh(src0) * src1
+    SOFTCAP,    // out = f0 * tanh(src0 / f0)
+    MOE,        // mixture of experts FFN: router src1, expert stacks src2 (gate), src3 (up), down in `extra`
+    SHORTCONV,  // causal depthwise conv over time with per-sequence state
     COUNT
 };
 const char* op_name(Op op);
@@ -53,6 +58,11 @@ struct Node {
     RopeParams rope;
     AttnParams attn;
     KVCache* cache = nullptr;
+    RecurrentState* state = nullptr;
+    Tensor* extra = nullptr;   // a fifth input (MOE: down-projection experts)
+    int i0 = 0;                // MOE: experts used; SHORTCONV: layer
+    bool b0 = false;           // MOE: renormalise weights
+    const int32_t* forced = nullptr;  // MOE: forced expert ids [T][n_used] (testing), or null
 };
 
 // The batch a graph computes: tokens and their positions.
@@ -86,6 +96,13 @@ public:
     Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
     Tensor* attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, const AttnParams& p);
     Tensor* swiglu(Tensor* gate, Tensor* up);
+    Tensor* geglu(Tensor* gate, Tensor* up);
+    Tensor* softcap(Tensor* x, float cap);
+    // x [E, T] -> [E, T]: softmax router, top-n_used experts, SwiGLU experts, weighted sum.
+    Tensor* moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, int n_used,
+                bool norm_weights, const int32_t* forced = nullptr);
+    // bx [C, T], kernel w [L, C] -> [C, T]; state holds the previous L-1 inputs per channel.
+    Tensor* shortconv(Tensor* bx, Tensor* w, RecurrentState* state, int layer);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);

@@ -7,10 +7,14 @@
 namespace glia {
 
 std::unique_ptr<Architecture> make_llama(WeightSet& w, const ModelProfile& p);
+std::unique_ptr<Architecture> make_gemma(WeightSet& w, const ModelProfile& p);
+std::unique_ptr<Architecture> make_lfm2(WeightSet& w, const ModelProfile& p);
 
 const std::vector<ArchEntry>& architectures() {
     static const std::vector<ArchEntry> archs = {
-        {"llama", make_llama},
+        {"llama", make_llama},    {"qwen2", make_llama}, {"qwen3", make_llama},
+        {"qwen3moe", make_llama}, {"phi3", make_llama},  {"gemma", make_gemma},
+        {"gemma2", make_gemma},   {"gemma3", make_gemma}, {"lfm2", make_lfm2},
     };
     return archs;
 }

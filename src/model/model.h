@@ -1,6 +1,7 @@
 // A loaded model: the mapped file, its derived profile, its weights bound by the
 // family's graph builder, and its vocabulary.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct ForwardInputs {
     Tensor* pos = nullptr;     // I32 [n_tokens]
     KVCache* cache = nullptr;
     bool all_logits = false;   // logits for every token, else only the last
+    RecurrentState* state = nullptr;  // recurrent layers' per-sequence state
+    // Testing: experts to use in MoE block il ([n_tokens][n_used] ids), or nullptr.
+    std::function<const int32_t*(int il)> forced_experts;
 };
 
 // One family's forward pass. Implementations live in src/model/<family>.cpp.

@@ -1,6 +1,7 @@
 #include "model/profile.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -20,11 +21,36 @@ int ModelProfile::n_head_kv_max() const {
     return n_head_kv.empty() ? 0 : *std::max_element(n_head_kv.begin(), n_head_kv.end());
 }
 
-// RoPE pairing is a property of the family (as in the reference): adjacent pairs for
-// llama-style checkpoints, split halves for the others.
-static RopeType rope_type_for(const std::string& arch) {
-    if (arch == "llama") return RopeType::NORMAL;
-    return RopeType::NEOX;
+// Facts of a family that its files do not state (the reference hard-codes them per
+// architecture): RoPE pairing, embedding scale, FFN activation, where the attention
+// scale is applied, and the default sliding-window pattern.
+struct FamilyFacts {
+    const char* arch;
+    RopeType rope;
+    bool embed_scale_sqrt;  // embeddings x sqrt(n_embd)
+    Activation act;
+    bool q_prescale;
+    int swa_pattern;        // every n-th layer is global, the others sliding (0: no default)
+    float swa_rope_base;    // default RoPE base of sliding layers (0: the global base)
+};
+
+static const FamilyFacts kFamilies[] = {
+    {"llama", RopeType::NORMAL, false, Activation::SILU, false, 0, 0},
+    {"qwen2", RopeType::NEOX, false, Activation::SILU, false, 0, 0},
+    {"qwen3", RopeType::NEOX, false, Activation::SILU, false, 0, 0},
+    {"qwen3moe", RopeType::NEOX, false, Activation::SILU, false, 0, 0},
+    {"gemma", RopeType::NEOX, true, Activation::GELU, true, 0, 0},
+    {"gemma2", RopeType::NEOX, true, Activation::GELU, true, 2, 0},
+    {"gemma3", RopeType::NEOX, true, Activation::GELU, true, 6, 10000.0f},
+    {"phi3", RopeType::NEOX, false, Activation::SILU, true, 0, 0},
+    {"lfm2", RopeType::NEOX, false, Activation::SILU, false, 0, 0},
+};
+
+static const FamilyFacts& family_facts(const std::string& arch) {
+    static const FamilyFacts generic{"", RopeType::NEOX, false, Activation::SILU, false, 0, 0};
+    for (const auto& f : kFamilies)
+        if (arch == f.arch) return f;
+    return generic;
 }
 
 ModelProfile derive_profile(const gguf::File& f) {
@@ -56,7 +82,11 @@ ModelProfile derive_profile(const gguf::File& f) {
     p.n_ctx_train = f.get_or<int>(a + "context_length", 0);
     p.norm_eps = f.get_or<float>(a + "attention.layer_norm_rms_epsilon", 1e-5f);
 
-    p.rope.type = rope_type_for(p.arch);
+    const FamilyFacts& fam = family_facts(p.arch);
+    p.rope.type = fam.rope;
+    p.embed_scale = fam.embed_scale_sqrt ? std::sqrt(float(p.n_embd)) : 1.0f;
+    p.ffn_act = fam.act;
+    p.q_prescale = fam.q_prescale;
     p.rope.n_dims = f.get_or<int>(a + "rope.dimension_count", p.head_dim_k);
     p.rope.freq_base = f.get_or<float>(a + "rope.freq_base", 10000.0f);
     const float factor = f.get_or<float>(a + "rope.scaling.factor", f.get_or<float>(a + "rope.scale_linear", 1.0f));
@@ -72,8 +102,24 @@ ModelProfile derive_profile(const gguf::File& f) {
 
     p.n_expert = f.get_or<int>(a + "expert_count", 0);
     p.n_expert_used = f.get_or<int>(a + "expert_used_count", 0);
+    p.n_ff_expert = f.get_or<int>(a + "expert_feed_forward_length", 0);
+    p.moe_norm_weights = f.get_or<bool>(a + "expert_weights_norm", true);
+    if (p.n_expert > 0 && (p.n_expert_used <= 0 || p.n_expert_used > p.n_expert))
+        fail(f.path(), ": ", a, "expert_used_count = ", p.n_expert_used, " is invalid for ", p.n_expert, " experts");
+
+    p.attn_softcap = f.get_or<float>(a + "attn_logit_softcapping", 0.0f);
+    p.final_softcap = f.get_or<float>(a + "final_logit_softcapping", 0.0f);
+    p.sliding_window = f.get_or<int>(a + "attention.sliding_window", 0);
+    p.rope_base_swa = f.get_or<float>(a + "rope.freq_base_swa", fam.swa_rope_base > 0 ? fam.swa_rope_base : p.rope.freq_base);
+    p.shortconv_l_cache = f.get_or<int>(a + "shortconv.l_cache", 0);
 
     p.layer_kind.assign(p.n_layer, LayerKind::ATTENTION);
+    if (p.sliding_window > 0) {
+        // Every pattern-th layer is global, the others use the window.
+        const int pattern = f.get_or<int>(a + "attention.sliding_window_pattern", fam.swa_pattern);
+        for (int il = 0; il < p.n_layer; ++il)
+            if (pattern > 0 && (il + 1) % pattern != 0) p.layer_kind[il] = LayerKind::SLIDING_ATTENTION;
+    }
     for (int il = 0; il < p.n_layer; ++il)
         if (p.n_head_kv[il] == 0) {
             p.layer_kind[il] = LayerKind::RECURRENT;

@@ -12,6 +12,7 @@ namespace glia::gguf { class File; }
 namespace glia {
 
 enum class LayerKind { ATTENTION, SLIDING_ATTENTION, RECURRENT };
+enum class Activation { SILU, GELU };
 const char* layer_kind_name(LayerKind k);
 
 struct ModelProfile {
@@ -32,7 +33,21 @@ struct ModelProfile {
     bool tied_output = false;   // no output.weight: the LM head reuses token_embd
     int n_expert = 0;
     int n_expert_used = 0;
+    bool moe_norm_weights = true;  // renormalise the selected experts' weights
+    int n_ff_expert = 0;
     std::vector<LayerKind> layer_kind;
+
+    // Attention variants.
+    int sliding_window = 0;         // tokens a sliding-window layer sees (0: none)
+    float rope_base_swa = 10000.0f; // RoPE base of sliding-window layers
+    float attn_softcap = 0.0f;      // cap * tanh(score / cap) before softmax (0: off)
+    float final_softcap = 0.0f;     // same on the output logits
+    // Family facts the metadata does not carry (as the reference hard-codes them).
+    float embed_scale = 1.0f;       // input embeddings multiplied by this
+    Activation ffn_act = Activation::SILU;
+    bool q_prescale = false;        // scale q by 1/sqrt(head_dim) after RoPE, softmax scale 1
+    // Recurrent short-convolution layers (lfm2).
+    int shortconv_l_cache = 0;
     // Any layer without KV heads (a recurrent layer) means the model cannot be split
     // across devices by layers.
     bool uniform_offload_required = false;

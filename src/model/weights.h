@@ -12,9 +12,21 @@ namespace glia::gguf { class File; }
 
 namespace glia {
 
+// One block's weights; absent tensors stay nullptr (the file says which exist).
 struct LayerWeights {
-    Tensor *attn_norm = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+    // attention
+    Tensor *attn_norm = nullptr;
+    Tensor *wq = nullptr, *wk = nullptr, *wv = nullptr, *wqkv = nullptr;  // separate or fused
+    Tensor *bq = nullptr, *bk = nullptr, *bv = nullptr;                    // biases
+    Tensor *q_norm = nullptr, *k_norm = nullptr;                           // per-head RMSNorm
+    Tensor *wo = nullptr;
+    Tensor *post_attn_norm = nullptr;
+    // feed-forward: dense (gate/up separate or fused in ffn_up) or mixture of experts
     Tensor *ffn_norm = nullptr, *ffn_gate = nullptr, *ffn_up = nullptr, *ffn_down = nullptr;
+    Tensor *ffn_router = nullptr, *ffn_gate_exps = nullptr, *ffn_up_exps = nullptr, *ffn_down_exps = nullptr;
+    Tensor *post_ffn_norm = nullptr;
+    // short-convolution recurrent block
+    Tensor *conv_in = nullptr, *conv_kernel = nullptr, *conv_out = nullptr;
 };
 
 class WeightSet {

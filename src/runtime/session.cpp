@@ -19,11 +19,24 @@ Session::Session(const Model& model, const SessionOptions& opt) : model_(model) 
         dv[il] = p.n_head_kv[il] * p.head_dim_v;
     }
     cache_ = std::make_unique<KVCache>(dk, dv, n_ctx_);
+    std::vector<int> rs(p.n_layer, 0);
+    bool any_state = false;
+    for (int il = 0; il < p.n_layer; ++il)
+        if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
+            rs[il] = (p.shortconv_l_cache - 1) * p.n_embd;
+            any_state = true;
+        }
+    if (any_state) state_ = std::make_unique<RecurrentState>(rs);
     cpu_ = std::make_unique<cpu::CpuBackend>(opt.n_threads);
     exec_ = std::make_unique<Executor>(*cpu_);
 }
 
 Session::~Session() = default;
+
+void Session::reset() {
+    n_past_ = 0;
+    if (state_) state_->clear();
+}
 
 void Session::forward(const int32_t* tokens, int n, bool all_logits) {
     Graph g;
@@ -34,6 +47,11 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits) {
     for (int i = 0; i < n; ++i) in.pos->ptr<int32_t>()[i] = n_past_ + i;
     in.cache = cache_.get();
     in.all_logits = all_logits;
+    in.state = state_.get();
+    if (forced_) {
+        const int pos0 = n_past_;
+        in.forced_experts = [this, pos0, n](int il) { return forced_(il, pos0, n); };
+    }
     Tensor* logits = model_.forward(g, in);
     exec_->run(g);
     const size_t count = static_cast<size_t>(logits->n_elements());

@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/recurrent_state.h"
 
 namespace glia {
 namespace cpu { class CpuBackend; }
@@ -31,9 +32,11 @@ public:
     int n_past() const { return n_past_; }
     int n_ctx() const { return n_ctx_; }
     int n_vocab() const { return model_.profile().n_vocab; }
-    void reset() { n_past_ = 0; }
+    void reset();
     const Model& model() const { return model_; }
     Executor& executor() { return *exec_; }
+    // Testing: force the MoE routing (see ForwardInputs::forced_experts).
+    void set_forced_experts(std::function<const int32_t*(int il, int pos0, int n_tokens)> f) { forced_ = std::move(f); }
 
 private:
     void forward(const int32_t* tokens, int n, bool all_logits);
@@ -42,9 +45,11 @@ private:
     int n_batch_;
     int n_past_ = 0;
     std::unique_ptr<KVCache> cache_;
+    std::unique_ptr<RecurrentState> state_;
     std::unique_ptr<cpu::CpuBackend> cpu_;
     std::unique_ptr<Executor> exec_;
     std::vector<float> logits_;
+    std::function<const int32_t*(int, int, int)> forced_;
 };
 
 }  // namespace glia

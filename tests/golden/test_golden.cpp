@@ -157,11 +157,15 @@ INSTANTIATE_TEST_SUITE_P(Shared, Golden, testing::ValuesIn(all_cases()), case_na
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 // The golden data must be present: an empty case list would pass vacuously.
-TEST(GoldenData, HasLlamaFamilyCases) {
-    size_t n = 0;
-    for (const auto& c : all_cases())
-        if (c.stem.rfind("stories260K", 0) == 0 || c.stem.rfind("tiny-llama-", 0) == 0) ++n;
-    EXPECT_EQ(n, 19u * 6u) << "expected 4 stories260K + 15 tiny-llama models x 6 prompts under " << shared_dir();
+TEST(GoldenData, CoversEverySupportedFamily) {
+    std::map<std::string, size_t> per_family;
+    for (const auto& c : all_cases()) {
+        std::string fam = c.stem.rfind("stories260K", 0) == 0 ? "llama" : c.stem.substr(5, c.stem.rfind('-') - 5);
+        ++per_family[fam];
+    }
+    EXPECT_EQ(per_family["llama"], 19u * 6u) << "4 stories260K + 15 tiny-llama models x 6 prompts under " << shared_dir();
+    for (const char* fam : {"qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "lfm2"})
+        EXPECT_EQ(per_family[fam], 3u * 6u) << fam << ": F16, Q8_0 and Q4_K_M x 6 prompts";
 }
 
 }  // namespace

@@ -16,7 +16,10 @@ void CpuBackend::run(const Node& n) {
         case Op::MATMUL: op_matmul(n, pool_, scratch_); break;
         case Op::ROPE: op_rope(n); break;
         case Op::ATTENTION: op_attention(n, pool_); break;
-        case Op::SWIGLU: op_swiglu(n); break;
+        case Op::SWIGLU: case Op::GEGLU: op_glu(n); break;
+        case Op::SOFTCAP: op_softcap(n); break;
+        case Op::MOE: op_moe(n, pool_); break;
+        case Op::SHORTCONV: op_shortconv(n); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");
     }
 }

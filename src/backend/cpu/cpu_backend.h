@@ -28,6 +28,9 @@ void op_binary(const Node& n);  // ADD, MUL, SCALE
 void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch);
 void op_rope(const Node& n);
 void op_attention(const Node& n, ThreadPool& pool);
-void op_swiglu(const Node& n);
+void op_glu(const Node& n);      // SWIGLU, GEGLU
+void op_softcap(const Node& n);
+void op_moe(const Node& n, ThreadPool& pool);
+void op_shortconv(const Node& n);
 
 }  // namespace glia::cpu

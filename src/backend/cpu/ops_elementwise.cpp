@@ -1,9 +1,13 @@
 // Row-wise and element-wise ops: GET_ROWS, RMS_NORM, ADD/MUL/SCALE, SWIGLU.
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "runtime/recurrent_state.h"
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/f16.h"
 #include "quant/quant.h"
 
 namespace glia::cpu {
@@ -70,14 +74,80 @@ void op_binary(const Node& n) {
     }
 }
 
-void op_swiglu(const Node& n) {
+// GELU as the reference computes it: inputs rounded to f16 and looked up in a table of
+// f16 results of the tanh approximation (exact passthrough beyond +-10).
+static float gelu_tanh(float x) {
+    constexpr float kA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kA * x * x)));
+}
+
+static const std::vector<uint16_t>& gelu_table() {
+    static const std::vector<uint16_t> table = [] {
+        std::vector<uint16_t> t(65536);
+        for (uint32_t i = 0; i < 65536; ++i) t[i] = f32_to_f16(gelu_tanh(f16_to_f32(uint16_t(i))));
+        return t;
+    }();
+    return table;
+}
+
+static inline float gelu_ref(float x, const uint16_t* table) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return f16_to_f32(table[f32_to_f16(x)]);
+}
+
+void op_glu(const Node& n) {
     const Tensor& g = *n.src[0];
     const Tensor& u = *n.src[1];
-    const int64_t count = g.n_elements();
-    const float* gp = g.ptr<float>();
-    const float* up = u.ptr<float>();
-    float* y = n.out->ptr<float>();
-    for (int64_t i = 0; i < count; ++i) y[i] = gp[i] / (1.0f + std::exp(-gp[i])) * up[i];
+    Tensor& out = *n.out;
+    const int64_t ne0 = g.ne[0];
+    const uint16_t* table = n.op == Op::GEGLU ? gelu_table().data() : nullptr;
+    for (int64_t r = 0; r < g.ne[1]; ++r) {
+        const float* gp = reinterpret_cast<const float*>(g.row(r));
+        const float* up = reinterpret_cast<const float*>(u.row(r));
+        float* y = reinterpret_cast<float*>(out.row(r));
+        if (table)
+            for (int64_t i = 0; i < ne0; ++i) y[i] = gelu_ref(gp[i], table) * up[i];
+        else
+            for (int64_t i = 0; i < ne0; ++i) y[i] = gp[i] / (1.0f + std::exp(-gp[i])) * up[i];
+    }
+}
+
+void op_softcap(const Node& n) {
+    const Tensor& x = *n.src[0];
+    const float cap = n.f0, inv = 1.0f / n.f0;
+    for (int64_t r = 0; r < x.n_rows(); ++r) {
+        const float* xr = reinterpret_cast<const float*>(x.row(r));
+        float* y = reinterpret_cast<float*>(n.out->row(r));
+        for (int64_t i = 0; i < x.ne[0]; ++i) y[i] = std::tanh(xr[i] * inv) * cap;
+    }
+}
+
+void op_shortconv(const Node& n) {
+    const Tensor& bx = *n.src[0];
+    const Tensor& w = *n.src[1];
+    const int64_t C = bx.ne[0], T = bx.ne[1], L = w.ne[0];
+    float* state = n.state->layer(n.i0);  // [L-1][C], oldest first
+    if (n.state->size(n.i0) != static_cast<size_t>((L - 1) * C))
+        fail("shortconv layer ", n.i0, ": state holds ", n.state->size(n.i0), " values, expected ", (L - 1) * C);
+    const float* wp = w.ptr<float>();
+    // Input at time tau (relative to this batch; negative = from the state).
+    auto in = [&](int64_t tau, int64_t c) -> float {
+        return tau < 0 ? state[(L - 1 + tau) * C + c] : reinterpret_cast<const float*>(bx.row(tau))[c];
+    };
+    for (int64_t t = 0; t < T; ++t) {
+        float* y = reinterpret_cast<float*>(n.out->row(t));
+        for (int64_t c = 0; c < C; ++c) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < L; ++k) acc += in(t - (L - 1) + k, c) * wp[c * L + k];
+            y[c] = acc;
+        }
+    }
+    // Keep the last L-1 inputs.
+    std::vector<float> next((L - 1) * C);
+    for (int64_t j = 0; j < L - 1; ++j)
+        for (int64_t c = 0; c < C; ++c) next[j * C + c] = in(T - (L - 1) + j, c);
+    std::copy(next.begin(), next.end(), state);
 }
 
 }  // namespace glia::cpu

@@ -1,0 +1,147 @@
+#include "model/blocks.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace glia {
+
+LayerWeights bind_layer(WeightSet& w, const ModelProfile& p, int il) {
+    const int64_t E = p.n_embd, hk = p.head_dim_k, hv = p.head_dim_v;
+    const int64_t nq = int64_t(p.n_head) * hk, nk = int64_t(p.n_head_kv[il]) * hk, nv = int64_t(p.n_head_kv[il]) * hv;
+    const int64_t F = p.n_ff[il];
+    LayerWeights L;
+    L.attn_norm = w.layer(il, "attn_norm.weight", {E});
+    if (p.layer_kind[il] == LayerKind::RECURRENT) {
+        if (w.layer_opt(il, "shortconv.in_proj.weight")) {
+            L.conv_in = w.layer(il, "shortconv.in_proj.weight", {E, 3 * E});
+            L.conv_kernel = w.layer(il, "shortconv.conv.weight");
+            L.conv_out = w.layer(il, "shortconv.out_proj.weight", {E, E});
+            if (L.conv_kernel->ne[0] != p.shortconv_l_cache)
+                fail("blk.", il, ".shortconv.conv.weight: kernel size ", L.conv_kernel->ne[0], " but l_cache is ",
+                     p.shortconv_l_cache);
+        } else {
+            fail("block ", il, " declares no KV heads (a recurrent layer) but has no recurrent weights glia knows");
+        }
+    } else {
+        if (w.layer_opt(il, "attn_qkv.weight")) {
+            L.wqkv = w.layer(il, "attn_qkv.weight", {E, nq + nk + nv});
+        } else {
+            L.wq = w.layer(il, "attn_q.weight", {E, nq});
+            L.wk = w.layer(il, "attn_k.weight", {E, nk});
+            L.wv = w.layer(il, "attn_v.weight", {E, nv});
+        }
+        if (w.layer_opt(il, "attn_q.bias")) L.bq = w.layer(il, "attn_q.bias", {nq});
+        if (w.layer_opt(il, "attn_k.bias")) L.bk = w.layer(il, "attn_k.bias", {nk});
+        if (w.layer_opt(il, "attn_v.bias")) L.bv = w.layer(il, "attn_v.bias", {nv});
+        if (w.layer_opt(il, "attn_q_norm.weight")) L.q_norm = w.layer(il, "attn_q_norm.weight", {hk});
+        if (w.layer_opt(il, "attn_k_norm.weight")) L.k_norm = w.layer(il, "attn_k_norm.weight", {hk});
+        L.wo = w.layer(il, "attn_output.weight", {int64_t(p.n_head) * hv, E});
+    }
+    if (w.layer_opt(il, "post_attention_norm.weight")) L.post_attn_norm = w.layer(il, "post_attention_norm.weight", {E});
+    L.ffn_norm = w.layer(il, "ffn_norm.weight", {E});
+    if (w.layer_opt(il, "ffn_gate_inp.weight")) {
+        const int64_t n_exp = p.n_expert, Fe = p.n_ff_expert > 0 ? p.n_ff_expert : F;
+        if (n_exp <= 0) fail("blk.", il, ".ffn_gate_inp.weight present but expert_count is missing");
+        L.ffn_router = w.layer(il, "ffn_gate_inp.weight", {E, n_exp});
+        L.ffn_gate_exps = w.layer(il, "ffn_gate_exps.weight", {E, Fe, n_exp});
+        L.ffn_up_exps = w.layer(il, "ffn_up_exps.weight", {E, Fe, n_exp});
+        L.ffn_down_exps = w.layer(il, "ffn_down_exps.weight", {Fe, E, n_exp});
+    } else if (w.layer_opt(il, "ffn_gate.weight")) {
+        L.ffn_gate = w.layer(il, "ffn_gate.weight", {E, F});
+        L.ffn_up = w.layer(il, "ffn_up.weight", {E, F});
+        L.ffn_down = w.layer(il, "ffn_down.weight", {F, E});
+    } else {
+        L.ffn_up = w.layer(il, "ffn_up.weight", {E, 2 * F});  // gate and up stacked
+        L.ffn_down = w.layer(il, "ffn_down.weight", {F, E});
+    }
+    if (w.layer_opt(il, "post_ffw_norm.weight")) L.post_ffn_norm = w.layer(il, "post_ffw_norm.weight", {E});
+    return L;
+}
+
+// Rows [first, first + n_heads * head_dim) of a projection output [rows, T], as [head_dim, n_heads, T].
+static Tensor* heads_view(Graph& g, Tensor* proj, int64_t first, int64_t head_dim, int64_t n_heads) {
+    const size_t es = sizeof(float);
+    Tensor* v = g.view(proj, head_dim, n_heads, proj->ne[1], head_dim * es, proj->nb[1], first * es);
+    v->name = proj->name;
+    return v;
+}
+
+Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,
+                        int il) {
+    const int64_t T = h->ne[1], hk = p.head_dim_k, hv = p.head_dim_v, nh = p.n_head, nkv = p.n_head_kv[il];
+    Tensor *q, *k, *v;
+    if (L.wqkv) {
+        Tensor* qkv = g.name(g.matmul(L.wqkv, h), "wqkv", il);
+        q = heads_view(g, qkv, 0, hk, nh);
+        k = heads_view(g, qkv, nh * hk, hk, nkv);
+        v = heads_view(g, qkv, nh * hk + nkv * hk, hv, nkv);
+    } else {
+        q = g.name(g.matmul(L.wq, h), "Qcur", il);
+        k = g.name(g.matmul(L.wk, h), "Kcur", il);
+        v = g.name(g.matmul(L.wv, h), "Vcur", il);
+        if (L.bq) q = g.name(g.add(q, L.bq), "Qcur", il);
+        if (L.bk) k = g.name(g.add(k, L.bk), "Kcur", il);
+        if (L.bv) v = g.name(g.add(v, L.bv), "Vcur", il);
+        q = g.reshape(q, hk, nh, T);
+        k = g.reshape(k, hk, nkv, T);
+        v = g.reshape(v, hv, nkv, T);
+    }
+    if (L.q_norm) q = g.name(g.rms_norm(q, L.q_norm, p.norm_eps), "Qcur_normed", il);
+    if (L.k_norm) k = g.name(g.rms_norm(k, L.k_norm, p.norm_eps), "Kcur_normed", il);
+
+    const bool sliding = p.layer_kind[il] == LayerKind::SLIDING_ATTENTION;
+    RopeParams rope = p.rope;
+    if (sliding) rope.freq_base = p.rope_base_swa;
+    q = g.name(g.rope(q, in.pos, rope), "Qcur", il);
+    k = g.name(g.rope(k, in.pos, rope), "Kcur", il);
+
+    AttnParams ap;
+    ap.layer = il;
+    ap.softcap = p.attn_softcap;
+    ap.window = sliding ? p.sliding_window : 0;
+    const float scale = 1.0f / std::sqrt(float(hk));
+    if (p.q_prescale) {
+        q = g.name(g.scale(q, scale), "Qcur_scaled", il);
+        ap.scale = 1.0f;
+    } else {
+        ap.scale = scale;
+    }
+    Tensor* a = g.name(g.attention(q, k, v, in.cache, in.pos, ap), "kqv_out", il);
+    return g.name(g.matmul(L.wo, a), "attn_out", il);
+}
+
+Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,
+                  int il) {
+    if (L.ffn_router) {
+        const int32_t* forced = in.forced_experts ? in.forced_experts(il) : nullptr;
+        return g.name(g.moe(h, L.ffn_router, L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps, p.n_expert_used,
+                            p.moe_norm_weights, forced),
+                      "ffn_moe_out", il);
+    }
+    Tensor *gate, *up;
+    if (L.ffn_gate) {
+        gate = g.name(g.matmul(L.ffn_gate, h), "ffn_gate", il);
+        up = g.name(g.matmul(L.ffn_up, h), "ffn_up", il);
+    } else {
+        Tensor* gu = g.name(g.matmul(L.ffn_up, h), "ffn_up", il);
+        const int64_t F = L.ffn_down->ne[0];
+        gate = g.view(gu, F, gu->ne[1], 1, gu->nb[1], gu->nb[1] * gu->ne[1], 0);
+        up = g.view(gu, F, gu->ne[1], 1, gu->nb[1], gu->nb[1] * gu->ne[1], F * sizeof(float));
+    }
+    Tensor* act = p.ffn_act == Activation::GELU ? g.name(g.geglu(gate, up), "ffn_geglu", il)
+                                                : g.name(g.swiglu(gate, up), "ffn_swiglu", il);
+    return g.name(g.matmul(L.ffn_down, act), "ffn_out", il);
+}
+
+Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
+                    const ForwardInputs& in) {
+    const int64_t T = x->ne[1];
+    if (!in.all_logits && T > 1) x = g.view(x, x->ne[0], 1, 1, x->nb[1], x->nb[1], (T - 1) * x->nb[1]);
+    x = g.name(g.rms_norm(x, norm, p.norm_eps), "result_norm");
+    Tensor* logits = g.name(g.matmul(output, x), "result_output");
+    if (p.final_softcap > 0) logits = g.name(g.softcap(logits, p.final_softcap), "result_output_capped");
+    return logits;
+}
+
+}  // namespace glia

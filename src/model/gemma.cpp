@@ -1,0 +1,47 @@
+// The gemma family (gemma, gemma2, gemma3): embeddings scaled by sqrt(n_embd), GELU-gated
+// FFN, and (when the file has them) post-attention / post-FFN norms, soft-capping and
+// sliding-window layers, all described by the profile.
+#include "model/blocks.h"
+
+namespace glia {
+namespace {
+
+class Gemma : public Architecture {
+public:
+    Gemma(WeightSet& w, const ModelProfile& p) : p_(p) {
+        const int64_t E = p.n_embd, V = p.n_vocab;
+        tok_embd_ = w.get("token_embd.weight", {E, V});
+        output_norm_ = w.get("output_norm.weight", {E});
+        output_ = p.tied_output ? tok_embd_ : w.get("output.weight", {E, V});
+        for (int il = 0; il < p.n_layer; ++il) layers_.push_back(bind_layer(w, p, il));
+    }
+
+    Tensor* forward(Graph& g, const ForwardInputs& in) const override {
+        Tensor* x = g.name(g.scale(g.get_rows(tok_embd_, in.tokens), p_.embed_scale), "inp_scaled");
+        for (int il = 0; il < p_.n_layer; ++il) {
+            const LayerWeights& L = layers_[il];
+            Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
+            Tensor* a = attention_block(g, p_, L, h, in, il);
+            if (L.post_attn_norm) a = g.name(g.rms_norm(a, L.post_attn_norm, p_.norm_eps), "attn_post_norm", il);
+            x = g.name(g.add(a, x), "sa_out", il);
+            h = g.name(g.rms_norm(x, L.ffn_norm, p_.norm_eps), "ffn_norm", il);
+            Tensor* f = ffn_block(g, p_, L, h, in, il);
+            if (L.post_ffn_norm) f = g.name(g.rms_norm(f, L.post_ffn_norm, p_.norm_eps), "ffn_post_norm", il);
+            x = g.name(g.add(f, x), "l_out", il);
+        }
+        return output_head(g, p_, x, output_norm_, output_, in);
+    }
+
+private:
+    const ModelProfile& p_;
+    Tensor *tok_embd_, *output_norm_, *output_;
+    std::vector<LayerWeights> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Architecture> make_gemma(WeightSet& w, const ModelProfile& p) {
+    return std::make_unique<Gemma>(w, p);
+}
+
+}  // namespace glia
