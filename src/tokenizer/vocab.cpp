@@ -7,7 +7,9 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/wpm.h"
 
 namespace glia::tok {
 
@@ -36,9 +38,12 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const gguf::File& f) {
     std::unique_ptr<Vocab> v;
     if (model == "llama") {
         v = std::make_unique<SpmVocab>();
-    } else if (model == "gpt2" || model == "bert" || model == "t5" || model == "rwkv" ||
-               model == "plamo2" || model == "gemma4") {
-        const char* what = model == "gpt2" ? "BPE" : model == "bert" ? "WordPiece" : model == "t5" ? "Unigram" : "";
+    } else if (model == "gpt2" || model == "gemma4") {
+        v = std::make_unique<BpeVocab>(f, model == "gemma4");
+    } else if (model == "bert") {
+        v = std::make_unique<WpmVocab>();
+    } else if (model == "t5" || model == "rwkv" || model == "plamo2") {
+        const char* what = model == "t5" ? "Unigram" : "";
         fail(f.path(), ": tokenizer model '", model, "' not supported yet", *what ? " (" : "", what, *what ? ")" : "");
     } else if (model == "no" || model == "none") {
         fail(f.path(), ": this file has no vocabulary (tokenizer.ggml.model = '", model, "')");
@@ -122,6 +127,7 @@ void Vocab::load(const gguf::File& f) {
     types_.assign(n, TokenType::NORMAL);
     attrs_.assign(n, attr::NORMAL);
     token_to_id_.clear();
+    token_to_id_.reserve(n);
     for (size_t i = 0; i < n; ++i) {
         std::string word(toks.arr[i].s);
         if (word.empty()) word = "[EMPTY_" + std::to_string(i) + "]";  // as the reference does
@@ -179,7 +185,10 @@ void Vocab::load(const gguf::File& f) {
     };
     read_bool("tokenizer.ggml.add_bos_token", add_bos_);
     read_bool("tokenizer.ggml.add_eos_token", add_eos_);
+    read_bool("tokenizer.ggml.add_sep_token", add_sep_);
     read_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
+
+    after_load(f);
 
     detect_special_tokens();
 
@@ -210,7 +219,10 @@ void Vocab::detect_special_tokens() {
     };
     // Iterating the hash map (not the ids) mirrors the reference when several candidate
     // texts exist: the first one met wins.
+    // Every candidate text starts with '<', '_' or U+2581 (0xE2 ...): a cheap first filter.
+    auto candidate = [](const std::string& t) { return !t.empty() && (t[0] == '<' || t[0] == '_' || t[0] == '\xE2'); };
     for (const auto& [text, id] : token_to_id_) {
+        if (!candidate(text)) continue;
         if (eot_ < 0 && any_of(text, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                       "<|end_of_text|>", "<EOT>", "_<EOT>",
                                       "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
@@ -258,6 +270,7 @@ void Vocab::detect_special_tokens() {
     for (int32_t id : {fim_pad_, fim_rep_, fim_sep_})
         if (id >= 0) eog.push_back(id);
     for (const auto& [text, id] : token_to_id_) {
+        if (!candidate(text)) continue;
         if (any_of(text, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
                           "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
                           "<end_of_utterance>"})) {
@@ -394,6 +407,7 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
     encode(text, frags, out);
     if (add_special && add_eos_ && eos_ >= 0) out.push_back(eos_);
+    if (add_special && add_sep_ && sep_ >= 0) out.push_back(sep_);
     return out;
 }
 

@@ -8,7 +8,8 @@
 // A tokenizer model is a subclass: it sets its defaults in its constructor, implements
 // tokenize_text() (one run of plain text) and make_piece() (the text of one token), and
 // may override encode() when its rules depend on the neighbouring fragments (SPM's
-// leading space does). See spm.h.
+// leading space does). See spm.h (SentencePiece), bpe.h (byte-level BPE and gemma4's
+// SentencePiece-style BPE) and wpm.h (WordPiece).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -56,8 +57,10 @@ public:
     int32_t eot() const { return eot_; }   // -1 when none
     int32_t eom() const { return eom_; }   // -1 when none
     int32_t pad() const { return pad_; }   // -1 when none
+    int32_t sep() const { return sep_; }   // -1 when none
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
+    bool add_sep() const { return add_sep_; }  // WordPiece: [SEP] after the text
     bool add_space_prefix() const { return add_space_prefix_; }
     bool is_eog(int32_t id) const;          // end of generation (eos, eot, eom ...)
     const std::vector<int32_t>& eog_ids() const { return eog_ids_; }  // sorted
@@ -69,7 +72,7 @@ public:
     // Id of the token whose raw text is exactly `text`, or -1.
     int32_t find_token(std::string_view text) const;
 
-    // add_special: add BOS/EOS as the vocabulary's flags say.
+    // add_special: add BOS/EOS (and SEP) as the vocabulary's flags say.
     // parse_special: turn special-token text (control/user-defined tokens) into tokens.
     std::vector<int32_t> tokenize(std::string_view text, bool add_special,
                                   bool parse_special) const;
@@ -102,6 +105,10 @@ protected:
     // Reads tokens/scores/types and the special-token keys. The subclass constructor has
     // set its defaults (kind_, bos_ ..., add_*) before this runs.
     void load(const gguf::File& f);
+    // Runs inside load(), after the tokens and the special-token keys and flags are read
+    // and before special tokens are detected and pieces are computed: a subclass adjusts
+    // its flags or builds its own tables here.
+    virtual void after_load(const gguf::File& f) { (void)f; }
     // Id for a special-token key as the reference does it: absent -> keep the default;
     // out of range (e.g. 0xFFFFFFFF) -> keep the default, no error.
     void read_special_id(const gguf::File& f, const char* key, int32_t& id) const;
@@ -117,7 +124,7 @@ protected:
     int32_t bos_ = -1, eos_ = -1, unk_ = -1, eot_ = -1, eom_ = -1, pad_ = -1;
     int32_t sep_ = -1, mask_ = -1;
     int32_t fim_pre_ = -1, fim_suf_ = -1, fim_mid_ = -1, fim_pad_ = -1, fim_rep_ = -1, fim_sep_ = -1;
-    bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = true;
+    bool add_bos_ = false, add_eos_ = false, add_sep_ = false, add_space_prefix_ = true;
 
 private:
     struct StrHash {

@@ -1,5 +1,5 @@
 // Vocabulary loading and SPM rules on small synthetic vocabularies, and the clear errors
-// for tokenizer models that are not implemented yet.
+// for tokenizer models that are not implemented.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -225,17 +225,28 @@ TEST(Vocab, BadMetadataErrors) {
     EXPECT_NE(error_of(unknown).find("unknown tokenizer model 'klingon'"), std::string::npos) << error_of(unknown);
 }
 
-// BPE / WordPiece / gemma4 vocabularies are later work: a clear error for now.
+// Tokenizer models that are not implemented give a clear error naming the model.
 TEST(Vocab, NotSupportedYet) {
-    const std::pair<const char*, const char*> files[] = {
-        {"gpt-2", "gpt2"}, {"llama-bpe", "gpt2"}, {"qwen2", "gpt2"}, {"qwen35", "gpt2"},
-        {"deepseek-llm", "gpt2"}, {"bert-bge", "bert"}, {"gemma-4", "gemma4"},
-    };
-    for (const auto& [name, model] : files) {
-        auto f = glia::gguf::File::open(glia::test::shared_path(std::string("vocab/ggml-vocab-") + name + ".gguf"));
+    for (const char* model : {"t5", "rwkv", "plamo2"}) {
+        auto f = make_vocab_file(base({{"a", -1, 1}}), nullptr, model);
         const std::string err = error_of([&] { Vocab::from_gguf(*f); });
         EXPECT_NE(err.find(std::string("tokenizer model '") + model + "' not supported yet"), std::string::npos)
-            << name << ": " << err;
+            << model << ": " << err;
+    }
+}
+
+// Each shared vocabulary loads as its tokenizer kind.
+TEST(Vocab, SharedVocabKinds) {
+    const std::pair<const char*, glia::tok::Kind> files[] = {
+        {"gpt-2", glia::tok::Kind::BPE},        {"llama-bpe", glia::tok::Kind::BPE}, {"qwen2", glia::tok::Kind::BPE},
+        {"qwen35", glia::tok::Kind::BPE},       {"deepseek-llm", glia::tok::Kind::BPE},
+        {"bert-bge", glia::tok::Kind::WPM},     {"gemma-4", glia::tok::Kind::BPE},
+        {"llama-spm", glia::tok::Kind::SPM},    {"phi-3", glia::tok::Kind::SPM},
+    };
+    for (const auto& [name, kind] : files) {
+        auto f = glia::gguf::File::open(glia::test::shared_path(std::string("vocab/ggml-vocab-") + name + ".gguf"));
+        auto v = Vocab::from_gguf(*f);
+        EXPECT_EQ(v->kind(), kind) << name;
     }
 }
 
