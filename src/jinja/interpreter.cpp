@@ -176,10 +176,7 @@ private:
         }
         if (items.empty()) return exec(s.else_body, sc, out);
         const size_t n = items.size();
-        const Value* outer_loop = sc->lookup("loop");
-        const int64_t depth = outer_loop && outer_loop->is_object() && outer_loop->object_kind() == ObjectKind::Loop
-                                  ? outer_loop->object_data().find("depth")->as_int() + 1
-                                  : 1;
+        const int64_t depth = 1;  // only recursive loops go deeper
         for (size_t i = 0; i < n; ++i) {
             auto it = std::make_shared<Scope>(sc);
             Value loop = Value::object(ObjectKind::Loop);
