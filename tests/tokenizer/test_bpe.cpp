@@ -23,6 +23,10 @@ using Words = std::vector<std::string>;
 using Ids = std::vector<int32_t>;
 namespace uni = glia::tok::unicode;
 
+// BPE needs PCRE2; a build without it skips these tests (the error is tested below).
+#define REQUIRE_PCRE2() \
+    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2"
+
 Words split(const char* pre, std::string_view text) {
     const auto cfg = pre_tokenizer_config(pre);
     PreTokenizer p(cfg.regexes);
@@ -42,6 +46,7 @@ std::string error_of(const std::function<void()>& f) {
 // Pre-tokenizer splitting
 
 TEST(PreTokenizer, Gpt2) {
+    REQUIRE_PCRE2();
     EXPECT_EQ(split("gpt-2", "Hello world"), Words({"Hello", " world"}));
     EXPECT_EQ(split("gpt-2", "I'm 123  x!!"), Words({"I", "'m", " 123", " ", " x", "!!"}));
     // Whitespace before a word goes with the word except for its last space.
@@ -51,6 +56,7 @@ TEST(PreTokenizer, Gpt2) {
 }
 
 TEST(PreTokenizer, Llama3) {
+    REQUIRE_PCRE2();
     EXPECT_EQ(split("llama-bpe", "Hello world"), Words({"Hello", " world"}));
     // Digits in runs of at most three; contractions in either case.
     EXPECT_EQ(split("llama-bpe", "1234567 DON'T"), Words({"123", "456", "7", " DON", "'T"}));
@@ -60,6 +66,7 @@ TEST(PreTokenizer, Llama3) {
 }
 
 TEST(PreTokenizer, Qwen2AndQwen35) {
+    REQUIRE_PCRE2();
     EXPECT_EQ(split("qwen2", "ab 12"), Words({"ab", " ", "1", "2"}));
     // qwen35 lets combining marks continue a word: "e" + U+0301.
     EXPECT_EQ(split("qwen2", "ne\xCC\x81t"), Words({"ne", "\xCC\x81t"}));
@@ -67,6 +74,7 @@ TEST(PreTokenizer, Qwen2AndQwen35) {
 }
 
 TEST(PreTokenizer, DeepseekLlm) {
+    REQUIRE_PCRE2();
     // Its regexes apply in turn; CJK runs and digit runs are words of their own.
     EXPECT_EQ(split("deepseek-llm", "Hello, 世界 42\n"), Words({"Hello", ",", " ", "世界", " ", "42", "\n"}));
     // "\s+$" only at the very end of a piece: '$' does not match before a final newline.
@@ -74,10 +82,12 @@ TEST(PreTokenizer, DeepseekLlm) {
 }
 
 TEST(PreTokenizer, Gemma4SplitsOnlyAtNewlines) {
+    REQUIRE_PCRE2();
     EXPECT_EQ(split("gemma4", "a b\n\nc"), Words({"a b", "\n\n", "c"}));
 }
 
 TEST(PreTokenizer, UnicodeCategories) {
+    REQUIRE_PCRE2();
     // Letters and numbers beyond ASCII: Cyrillic letters, Arabic-Indic digits, a Han run.
     EXPECT_EQ(split("gpt-2", "Привет ١٢٣ 中文"), Words({"Привет", " ١٢٣", " 中文"}));
     // U+00A0 is whitespace: not part of " ?\p{L}+", and "\s+(?!\S)" cannot end before "b".
@@ -86,6 +96,7 @@ TEST(PreTokenizer, UnicodeCategories) {
 }
 
 TEST(PreTokenizer, EmptyMatchesSplit) {
+    REQUIRE_PCRE2();
     // superbpe groups digits in threes from the right with a zero-width look-ahead.
     EXPECT_EQ(split("superbpe", "1234567"), Words({"1", "234", "567"}));
 }
@@ -110,6 +121,7 @@ TEST(PreTokenizer, UnknownNameFallsBack) {
 }
 
 TEST(PreTokenizer, EveryNamedConfigCompiles) {
+    REQUIRE_PCRE2();
     for (const char* pre : {"default", "llama3", "dbrx", "chatglm-bpe", "deepseek-llm", "deepseek-coder", "deepseek-v3",
                             "falcon", "starcoder", "gpt-2", "roberta-bpe", "qwen2", "qwen35", "poro-chat", "viking",
                             "tekken", "chameleon", "gpt-4o", "kimi-k2", "superbpe", "bailingmoe", "seed-coder",
@@ -124,6 +136,7 @@ TEST(PreTokenizer, EveryNamedConfigCompiles) {
 }
 
 TEST(PreTokenizer, PiecesCoverTheText) {
+    REQUIRE_PCRE2();
     const std::string text = "  It's 2024-01-01\t\tok?\r\n\xF0\x9F\xA6\x99 émoji  \n";
     for (const char* pre : {"gpt-2", "llama3", "qwen2", "deepseek-llm", "deepseek-v3", "gpt-4o", "falcon", "default"}) {
         std::string joined;
@@ -180,7 +193,7 @@ TEST(Unicode, Categories) {
     EXPECT_EQ(uni::flags('$'), uni::SYMBOL);
     EXPECT_EQ(uni::flags('!'), uni::PUNCTUATION);
     EXPECT_EQ(uni::flags('\n'), uni::CONTROL);
-    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
+    REQUIRE_PCRE2();
     EXPECT_EQ(uni::flags(0x416), uni::LETTER);
     EXPECT_EQ(uni::flags(0x301), uni::MARK);
     EXPECT_EQ(uni::flags(0x3002), uni::PUNCTUATION);  // 。
@@ -225,7 +238,7 @@ std::unique_ptr<glia::gguf::File> byte_level_file(const std::vector<std::string>
 const std::string G = "\xC4\xA0";  // 'Ġ', the byte-level space
 
 TEST(Bpe, MergesByRank) {
-    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
+    REQUIRE_PCRE2();
     // ids: 256 "ab", 257 "bc", 258 "abc", 259 "Ġab", 260 <|endoftext|>
     auto f = byte_level_file({"ab", "bc", "abc", G + "ab"}, {"b c", "a b", "ab c", G + " ab"}, "gpt-2");
     auto v = Vocab::from_gguf(*f);
@@ -255,7 +268,7 @@ TEST(Bpe, MergesByRank) {
 }
 
 TEST(Bpe, UnknownPreTokenizerWarnsAndFallsBack) {
-    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
+    REQUIRE_PCRE2();
     auto f = byte_level_file({}, {}, "made-up-pre");
     ::testing::internal::CaptureStderr();
     auto v = Vocab::from_gguf(*f);
@@ -293,7 +306,7 @@ TEST(Bpe, MissingMergesIsAnError) {
 // Real vocabularies: byte-level decoding and speed
 
 TEST(Bpe, ByteLevelPiecesOfRealVocab) {
-    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
+    REQUIRE_PCRE2();
     auto f = glia::gguf::File::open(glia::test::shared_path("vocab/ggml-vocab-qwen2.gguf"));
     auto v = Vocab::from_gguf(*f);
     // Every byte round-trips, and a multi-byte character split over byte tokens joins up.
@@ -314,6 +327,7 @@ TEST(Bpe, ByteLevelPiecesOfRealVocab) {
 }
 
 TEST(Bpe, Gemma4Pieces) {
+    REQUIRE_PCRE2();
     auto f = glia::gguf::File::open(glia::test::shared_path("vocab/ggml-vocab-gemma-4.gguf"));
     auto v = Vocab::from_gguf(*f);
     EXPECT_TRUE(v->add_bos());  // always, as the reference does for gemma-4
@@ -323,8 +337,55 @@ TEST(Bpe, Gemma4Pieces) {
     EXPECT_EQ(v->tokenize("hi", true, false).front(), 2);
 }
 
+// Random text (invalid UTF-8, NULs, control characters, special-token text, long
+// whitespace runs) never crashes and round-trips: byte-level vocabularies have a token for
+// every byte, gemma-4 has <0xNN> tokens. Invalid UTF-8 comes back as U+FFFD, as in the
+// reference (which decodes the text to code points before splitting it).
+TEST(Bpe, RandomTextRoundTrip) {
+    REQUIRE_PCRE2();
+    uint64_t state = 777;
+    auto next = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<uint32_t>(state >> 33);
+    };
+    const char* snippets[] = {"<|endoftext|>", "<|im_end|>", "<bos>", " ", "   ", "\n\n", "\t", "don't", "123456",
+                              "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99", "\r\n", "\xC2\xA0"};
+    for (const char* name : {"qwen2", "llama-bpe", "gpt-2", "deepseek-llm", "gemma-4"}) {
+        auto f = glia::gguf::File::open(glia::test::shared_path(std::string("vocab/ggml-vocab-") + name + ".gguf"));
+        auto v = Vocab::from_gguf(*f);
+        for (int iter = 0; iter < 150; ++iter) {
+            std::string x;
+            const int n = static_cast<int>(next() % 40);
+            for (int k = 0; k < n; ++k) {
+                switch (next() % 5) {
+                    case 0: x += snippets[next() % (sizeof snippets / sizeof *snippets)]; break;
+                    case 1: x += static_cast<char>(next() & 0x7F); break;
+                    case 2: x += static_cast<char>(0x80 + next() % 128); break;  // stray or invalid byte
+                    default: {
+                        uint32_t cp = next() % 0x30000;
+                        if ((cp >= 0xD800 && cp < 0xE000) || cp == 0x2581) cp = 0x4E2D;
+                        uni::append_utf8(x, cp);
+                    }
+                }
+            }
+            const auto ids = v->tokenize(x, false, false);
+            for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < v->n_tokens()) << name;
+            EXPECT_EQ(v->detokenize(ids), uni::sanitize_utf8(x)) << name << " iteration " << iter;
+            const auto sp = v->tokenize(x, true, true);
+            for (int32_t id : sp) ASSERT_TRUE(id >= 0 && id < v->n_tokens()) << name;
+        }
+    }
+}
+
+TEST(Bpe, InvalidUtf8BecomesReplacementCharacter) {
+    REQUIRE_PCRE2();
+    auto f = glia::gguf::File::open(glia::test::shared_path("vocab/ggml-vocab-qwen2.gguf"));
+    auto v = Vocab::from_gguf(*f);
+    EXPECT_EQ(v->tokenize("a\xFF" "b", false, false), v->tokenize("a\xEF\xBF\xBD" "b", false, false));
+}
+
 TEST(Bpe, LoadAndTokenizeSpeed) {
-    if (!uni::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
+    REQUIRE_PCRE2();
     auto f = glia::gguf::File::open(glia::test::shared_path("vocab/ggml-vocab-qwen2.gguf"));
     auto t0 = std::chrono::steady_clock::now();
     auto v = Vocab::from_gguf(*f);

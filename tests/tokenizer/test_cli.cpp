@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -59,6 +60,7 @@ TEST(CliTokenize, FileAndFlags) {
 
 // A byte-level BPE vocabulary: "Hello world" is two GPT-2 tokens.
 TEST(CliTokenize, BpeVocab) {
+    if (!glia::tok::unicode::have_pcre2()) GTEST_SKIP() << "built without PCRE2";
     std::string out;
     const std::string cmd = q(glia_binary()) + " tokenize " + q(shared_path("vocab/ggml-vocab-gpt-2.gguf")) +
                             " 'Hello world' --json --no-special";
