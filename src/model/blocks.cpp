@@ -102,7 +102,7 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
     ap.window = sliding ? p.sliding_window : 0;
     const float scale = 1.0f / std::sqrt(float(hk));
     if (p.q_prescale) {
-        q = g.name(g.scale(q, scale), "Qcur_scaled", il);
+        q = g.name(g.scale(q, scale), "Qcur", il);
         ap.scale = 1.0f;
     } else {
         ap.scale = scale;
@@ -134,10 +134,17 @@ Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor
     return g.name(g.matmul(L.ffn_down, act), "ffn_out", il);
 }
 
+Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const ForwardInputs& in, int il) {
+    const int64_t T = t->ne[1];
+    if (in.all_logits || il != p.n_layer - 1 || T == 1) return t;
+    Tensor* v = g.view(t, t->ne[0], 1, 1, t->nb[1], t->nb[1], (T - 1) * t->nb[1]);
+    v->name = t->name;
+    return v;
+}
+
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
                     const ForwardInputs& in) {
-    const int64_t T = x->ne[1];
-    if (!in.all_logits && T > 1) x = g.view(x, x->ne[0], 1, 1, x->nb[1], x->nb[1], (T - 1) * x->nb[1]);
+    (void)in;
     x = g.name(g.rms_norm(x, norm, p.norm_eps), "result_norm");
     Tensor* logits = g.name(g.matmul(output, x), "result_output");
     if (p.final_softcap > 0) logits = g.name(g.softcap(logits, p.final_softcap), "result_output_capped");

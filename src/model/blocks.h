@@ -18,7 +18,11 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
 Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,
                   int il);
 
-// Final norm and LM head; only the last token unless all logits are asked for.
+// In the last block, when only the last token's logits are wanted, keep only its row
+// from here on (as the reference does: the rest of the block runs on one token).
+Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const ForwardInputs& in, int il);
+
+// Final norm and LM head.
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
                     const ForwardInputs& in);
 

@@ -21,9 +21,9 @@ public:
         for (int il = 0; il < p_.n_layer; ++il) {
             const LayerWeights& L = layers_[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
-            Tensor* a = attention_block(g, p_, L, h, in, il);
+            Tensor* a = keep_output_rows(g, p_, attention_block(g, p_, L, h, in, il), in, il);
             if (L.post_attn_norm) a = g.name(g.rms_norm(a, L.post_attn_norm, p_.norm_eps), "attn_post_norm", il);
-            x = g.name(g.add(a, x), "sa_out", il);
+            x = g.name(g.add(a, keep_output_rows(g, p_, x, in, il)), "sa_out", il);
             h = g.name(g.rms_norm(x, L.ffn_norm, p_.norm_eps), "ffn_norm", il);
             Tensor* f = ffn_block(g, p_, L, h, in, il);
             if (L.post_ffn_norm) f = g.name(g.rms_norm(f, L.post_ffn_norm, p_.norm_eps), "ffn_post_norm", il);

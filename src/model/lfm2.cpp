@@ -33,7 +33,7 @@ public:
             } else {
                 a = attention_block(g, p_, L, h, in, il);
             }
-            x = g.name(g.add(a, x), "ffn_inp", il);
+            x = g.name(g.add(keep_output_rows(g, p_, a, in, il), keep_output_rows(g, p_, x, in, il)), "ffn_inp", il);
             h = g.name(g.rms_norm(x, L.ffn_norm, p_.norm_eps), "ffn_norm", il);
             x = g.name(g.add(ffn_block(g, p_, L, h, in, il), x), "l_out", il);
         }

@@ -21,7 +21,8 @@ public:
         for (int il = 0; il < p_.n_layer; ++il) {
             const LayerWeights& L = layers_[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
-            x = g.name(g.add(attention_block(g, p_, L, h, in, il), x), "ffn_inp", il);
+            Tensor* a = keep_output_rows(g, p_, attention_block(g, p_, L, h, in, il), in, il);
+            x = g.name(g.add(a, keep_output_rows(g, p_, x, in, il)), "ffn_inp", il);
             h = g.name(g.rms_norm(x, L.ffn_norm, p_.norm_eps), "ffn_norm", il);
             x = g.name(g.add(ffn_block(g, p_, L, h, in, il), x), "l_out", il);
         }

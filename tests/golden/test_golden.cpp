@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "golden_compare.h"
@@ -65,52 +66,27 @@ std::vector<float> read_floats(const std::string& path) {
     return v;
 }
 
-// Sums of each named layer node in a dump (the last occurrence of each name).
-std::map<std::string, double> layer_sums(const std::string& text, const std::string& prefix,
-                                         std::vector<std::string>* order) {
-    std::map<std::string, double> sums;
-    std::istringstream in(text);
-    std::string line, current;
-    while (std::getline(in, line)) {
-        if (line.rfind(prefix, 0) == 0) {
-            std::string rest = line.substr(prefix.size());
-            const size_t b = rest.find_first_not_of(' ');
-            const size_t e = rest.find(" = ");
-            current = (b == std::string::npos || e == std::string::npos) ? "" : rest.substr(b, e - b);
-        } else if (!current.empty() && line.find("sum = ") != std::string::npos) {
-            const double s = std::stod(line.substr(line.find("sum = ") + 6));
-            if (!sums.count(current) && order) order->push_back(current);
-            sums[current] = s;
-            current.clear();
-        }
-    }
-    return sums;
-}
-
-// Runs the per-layer dump on "Once upon a time" and names the first node whose sum
+// Runs `glia dump --compare` on "Once upon a time" and names the first node whose sum
 // departs from the reference's layers-once.txt.
 std::string first_diverging_layer(const std::string& model, const std::string& stem) {
     const std::string ref_path = shared_dir() + "/golden/" + stem + "/layers-once.txt";
     if (!fs::exists(ref_path)) return "(no layer dump in the golden folder)";
-    const std::string prompt_file = testing::TempDir() + "/layers_prompt.txt";
-    std::ofstream(prompt_file, std::ios::binary) << "Once upon a time";
     std::string out;
-    glia::test::run_command("GLIA_DEBUG_LAYERS=1 " + glia::test::glia_binary() + " eval " + model + " -f " +
-                                prompt_file + " -n 0 -t 2 2>&1 >/dev/null",
+    glia::test::run_command(glia::test::glia_binary() + " dump " + model + " -p 'Once upon a time' -t 2 --compare " +
+                                ref_path + " --json 2>&1",
                             &out);
-    std::vector<std::string> order;
-    auto ours = layer_sums(out, "glia_debug:", &order);
-    auto ref = layer_sums(glia::test::read_text(ref_path), "common_debug_cb_eval:", nullptr);
-    for (const auto& name : order) {
-        if (!ref.count(name) || name.find('-') == std::string::npos) continue;
-        const double a = ours[name], b = ref[name];
-        if (std::fabs(a - b) > 1e-3 * std::max(1.0, std::fabs(b)) + 1e-2) {
-            std::ostringstream os;
-            os << "first diverging node on p1_short: '" << name << "' sum " << a << ", reference " << b;
-            return os.str();
-        }
+    try {
+        const auto j = nlohmann::json::parse(out);
+        if (j["first_divergence"].is_null())
+            return "no layer node diverges on p1_short (" + std::to_string(j["nodes"].size()) + " nodes compared)";
+        for (const auto& n : j["nodes"])
+            if (n["name"] == j["first_divergence"])
+                return "first diverging node on p1_short: '" + n["name"].get<std::string>() + "' sum " +
+                       std::to_string(n["ours"].get<double>()) + ", reference " +
+                       std::to_string(n["reference"].get<double>());
+    } catch (const std::exception&) {
     }
-    return "no layer node diverges on p1_short (compared " + std::to_string(order.size()) + " nodes)";
+    return "layer comparison failed: " + out.substr(0, 300);
 }
 
 class Golden : public testing::TestWithParam<Case> {};
@@ -167,5 +143,46 @@ TEST(GoldenData, CoversEverySupportedFamily) {
     for (const char* fam : {"qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "lfm2"})
         EXPECT_EQ(per_family[fam], 3u * 6u) << fam << ": F16, Q8_0 and Q4_K_M x 6 prompts";
 }
+
+}  // namespace
+
+namespace {
+
+// Per-node sums of one forward pass on "Once upon a time" match the reference's dump
+// (layers-once.txt) for every float model of a supported family.
+class LayerDump : public testing::TestWithParam<std::string> {};
+
+TEST_P(LayerDump, MatchesReferenceNodeByNode) {
+    const std::string stem = GetParam();
+    std::string out;
+    const int rc = glia::test::run_command(glia::test::glia_binary() + " dump " + shared_dir() + "/models/" + stem +
+                                               ".gguf -t 2 --compare " + shared_dir() + "/golden/" + stem +
+                                               "/layers-once.txt --json 2>&1",
+                                           &out);
+    const auto j = nlohmann::json::parse(out);
+    EXPECT_GE(j["nodes"].size(), 10u) << "too few nodes matched by name: " << out.substr(0, 400);
+    EXPECT_TRUE(j["first_divergence"].is_null()) << stem << ": first divergence at " << j["first_divergence"];
+    EXPECT_EQ(rc, 0);
+}
+
+std::vector<std::string> float_models() {
+    std::vector<std::string> out;
+    std::set<std::string> seen;
+    for (const auto& c : all_cases()) {
+        const bool is_float = c.stem == "stories260K" || c.stem.size() > 4 &&
+                              (c.stem.substr(c.stem.size() - 4) == "-f16" || c.stem.substr(c.stem.size() - 4) == "-f32");
+        if (is_float && seen.insert(c.stem).second) out.push_back(c.stem);
+    }
+    return out;
+}
+
+std::string stem_name(const testing::TestParamInfo<std::string>& info) {
+    std::string s = info.param;
+    for (char& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, LayerDump, testing::ValuesIn(float_models()), stem_name);
 
 }  // namespace
