@@ -1,0 +1,96 @@
+// The serving engine: a continuous-batching scheduler over a paged KV cache.
+// Requests are submitted from any thread; one engine thread runs every active sequence
+// in one forward step per iteration (new requests join between steps, finished ones
+// leave; long prompts are processed in chunks so running streams keep flowing).
+// Events are delivered through the request's callback on the engine thread: the
+// callback must not block (copy the event into a queue and return).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace glia {
+
+class Model;
+
+struct EngineOptions {
+    int n_ctx = 4096;          // KV-cache capacity in tokens, shared by all sequences
+    int n_parallel = 4;        // sequences decoded together at most
+    int n_threads = 0;         // CPU threads (0: all cores)
+    int block_size = 16;       // KV-cache block (page) size in tokens
+    int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull)
+    int prefill_chunk = 256;   // prompt tokens per sequence per step
+};
+
+enum class FinishReason { NONE, STOP, LENGTH, CANCELLED, ERROR };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;  // token ids (template and tokenizer applied by the caller)
+    int max_tokens = 256;         // generated tokens at most
+    SamplerParams sampling;
+    bool ignore_eos = false;
+    int top_logprobs = 0;         // 0..20: alternatives reported with each token
+};
+
+struct TokenEvent {
+    uint64_t request_id = 0;
+    int32_t token = -1;           // -1 on the final event when no token came with it
+    float logprob = 0;            // log-probability of `token` under the (penalised, untempered) distribution
+    std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives (id, logprob)
+    bool done = false;            // last event of this request
+    FinishReason finish = FinishReason::NONE;
+    std::string error;            // when finish == ERROR
+    int n_prompt = 0;             // prompt tokens (for usage)
+    int n_generated = 0;          // tokens generated so far
+};
+
+// Return false to cancel the request (e.g. the client went away).
+using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+struct EngineStats {
+    uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
+    uint64_t prompt_tokens_total = 0, generated_tokens_total = 0;
+    int running = 0, waiting = 0;
+    int kv_blocks_total = 0, kv_blocks_used = 0;
+    double decode_tokens_per_second = 0;  // recent generation throughput (all sequences)
+};
+
+class QueueFull : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class Engine {
+public:
+    Engine(const Model& model, const EngineOptions& opt);
+    ~Engine();  // stops the engine thread; pending requests finish with CANCELLED
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Queues a request; returns its id. Throws QueueFull when the queue is at its limit,
+    // glia::Error when the request can never fit (prompt + max_tokens > n_ctx, bad ids).
+    uint64_t submit(GenerationRequest req, TokenCallback cb);
+    // Cancels a queued or running request; its blocks are freed at the next step.
+    void cancel(uint64_t id);
+    EngineStats stats() const;
+    const EngineOptions& options() const { return opt_; }
+    const Model& model() const { return model_; }
+
+private:
+    struct Impl;
+    const Model& model_;
+    EngineOptions opt_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace glia
