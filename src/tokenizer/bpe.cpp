@@ -25,15 +25,22 @@ struct Fnv {
     }
 };
 
+// Once per pre-tokenizer name (per process): a model file loaded again says nothing new.
 void warn_unknown_pre_once(const std::string& pre, const std::string& path) {
     static std::mutex mu;
     static std::set<std::string> warned;
     std::lock_guard<std::mutex> lock(mu);
     if (!warned.insert(pre).second) return;
-    std::fprintf(stderr,
-                 "warning: %s: unknown pre-tokenizer '%s' (key 'tokenizer.ggml.pre'); using the default splitting, "
-                 "so tokens may differ from the model's own tokenizer\n",
-                 path.c_str(), pre.c_str());
+    if (pre.empty())
+        std::fprintf(stderr,
+                     "warning: %s: no pre-tokenizer named (key 'tokenizer.ggml.pre' is missing); using the default "
+                     "splitting, so tokens may differ from the model's own tokenizer\n",
+                     path.c_str());
+    else
+        std::fprintf(stderr,
+                     "warning: %s: unknown pre-tokenizer '%s' (key 'tokenizer.ggml.pre'); using the default splitting, "
+                     "so tokens may differ from the model's own tokenizer\n",
+                     path.c_str(), pre.c_str());
 }
 
 struct Symbol {
@@ -145,7 +152,7 @@ BpeVocab::BpeVocab(const gguf::File& f, bool gemma4) {
         pre_name = std::string(pv->s);
     }
     pre_ = pre_tokenizer_config(pre_name);
-    if (!pre_.known) warn_unknown_pre_once(pre_name, f.path());
+    if (!pre_.known || pre_name.empty()) warn_unknown_pre_once(pre_name, f.path());
     add_bos_ = pre_.add_bos;
     add_sep_ = pre_.add_sep;
     if (pre_.no_bos) bos_ = -1;

@@ -44,8 +44,10 @@ enum : uint32_t {
 
 class Vocab {
 public:
-    // Reads tokenizer.ggml.* keys. Throws glia::Error on missing/invalid metadata, and for
-    // tokenizer models not implemented yet ("tokenizer model 'gpt2' not supported yet").
+    // Reads tokenizer.ggml.* keys: "llama" (SentencePiece), "gpt2" (byte-level BPE),
+    // "gemma4" (SentencePiece-style BPE), "bert" (WordPiece). Throws glia::Error on
+    // missing/invalid metadata, and for tokenizer models not implemented yet
+    // ("tokenizer model 't5' not supported yet").
     static std::unique_ptr<Vocab> from_gguf(const gguf::File& f);
     virtual ~Vocab() = default;
 
