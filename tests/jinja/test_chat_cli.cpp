@@ -95,6 +95,7 @@ TEST(CliChat, TwoTurnsWithTemplateKeepTheCache) {
     EXPECT_EQ(out, reply1 + "\n" + reply2 + "\n") << err;
     // The second turn fed only the new part (the first reply retokenizes the same here).
     EXPECT_NE(err.find("[kv: reusing"), std::string::npos) << err;
+    std::remove(model.c_str());
 }
 
 TEST(CliChat, HelpDocumentsMultilineInput) {
