@@ -142,7 +142,8 @@ Tensor* Graph::rope(Tensor* x, Tensor* pos, const RopeParams& p) {
     return add_node(n);
 }
 
-Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, const AttnParams& p) {
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, Tensor* seq,
+                         const AttnParams& p) {
     // q [hd, n_head, T], k [hd, n_kv, T], v [hd_v, n_kv, T]
     if (q->ne[2] != k->ne[2] || k->ne[2] != v->ne[2] || pos->ne[0] != q->ne[2])
         fail("attention: token counts differ (q ", q->shape_str(), ", k ", k->shape_str(), ", v ", v->shape_str(), ")");
@@ -153,6 +154,7 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor
     n.src = {q, k, v, pos};
     n.attn = p;
     n.cache = cache;
+    n.extra = seq;
     n.out = new_tensor(DType::F32, v->ne[0] * q->ne[1], q->ne[2]);
     return add_node(n);
 }
@@ -201,13 +203,13 @@ Tensor* Graph::moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps
     return add_node(n);
 }
 
-Tensor* Graph::shortconv(Tensor* bx, Tensor* w, RecurrentState* state, int layer) {
+Tensor* Graph::shortconv(Tensor* bx, Tensor* w, RecurrentState* state, Tensor* seq, int layer) {
     if (w->ne[1] != bx->ne[0]) fail("shortconv: kernel '", w->name, "' has ", w->ne[1], " channels, input ", bx->ne[0]);
     if (w->type != DType::F32) fail("shortconv: kernel '", w->name, "' must be F32");
     if (!state) fail("shortconv: no recurrent state for layer ", layer);
     Node n;
     n.op = Op::SHORTCONV;
-    n.src = {bx, w};
+    n.src = {bx, w, seq};
     n.state = state;
     n.i0 = layer;
     n.out = new_tensor(DType::F32, bx->ne[0], bx->ne[1]);

@@ -94,7 +94,8 @@ public:
     Tensor* scale(Tensor* a, float s);
     Tensor* matmul(Tensor* w, Tensor* x);
     Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
-    Tensor* attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, const AttnParams& p);
+    // seq: I32 sequence id per token (nullptr: all sequence 0).
+    Tensor* attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, Tensor* seq, const AttnParams& p);
     Tensor* swiglu(Tensor* gate, Tensor* up);
     Tensor* geglu(Tensor* gate, Tensor* up);
     Tensor* softcap(Tensor* x, float cap);
@@ -102,7 +103,8 @@ public:
     Tensor* moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, int n_used,
                 bool norm_weights, const int32_t* forced = nullptr);
     // bx [C, T], kernel w [L, C] -> [C, T]; state holds the previous L-1 inputs per channel.
-    Tensor* shortconv(Tensor* bx, Tensor* w, RecurrentState* state, int layer);
+    // seq: I32 sequence id per token (nullptr: all sequence 0); a sequence's tokens must be in order.
+    Tensor* shortconv(Tensor* bx, Tensor* w, RecurrentState* state, Tensor* seq, int layer);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);

@@ -107,7 +107,7 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
     } else {
         ap.scale = scale;
     }
-    Tensor* a = g.name(g.attention(q, k, v, in.cache, in.pos, ap), "kqv_out", il);
+    Tensor* a = g.name(g.attention(q, k, v, in.cache, in.pos, in.seq, ap), "kqv_out", il);
     return g.name(g.matmul(L.wo, a), "attn_out", il);
 }
 
@@ -136,7 +136,13 @@ Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor
 
 Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const ForwardInputs& in, int il) {
     const int64_t T = t->ne[1];
-    if (in.all_logits || il != p.n_layer - 1 || T == 1) return t;
+    if (il != p.n_layer - 1) return t;
+    if (in.out_ids) {
+        Tensor* r = g.get_rows(t, in.out_ids);
+        r->name = t->name;
+        return r;
+    }
+    if (in.all_logits || T == 1) return t;
     Tensor* v = g.view(t, t->ne[0], 1, 1, t->nb[1], t->nb[1], (T - 1) * t->nb[1]);
     v->name = t->name;
     return v;

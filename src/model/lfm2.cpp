@@ -27,7 +27,7 @@ public:
                 Tensor* bcx = g.name(g.matmul(L.conv_in, h), "shortconv_in", il);  // [3E, T]: B, C, X
                 auto part = [&](int k) { return g.view(bcx, E, T, 1, bcx->nb[1], bcx->nb[1] * T, k * E * sizeof(float)); };
                 Tensor* bx = g.name(g.mul(part(0), part(2)), "bx", il);
-                Tensor* conv = g.name(g.shortconv(bx, L.conv_kernel, in.state, il), "conv", il);
+                Tensor* conv = g.name(g.shortconv(bx, L.conv_kernel, in.state, in.seq, il), "conv", il);
                 Tensor* y = g.name(g.mul(part(1), conv), "y", il);
                 a = g.name(g.matmul(L.conv_out, y), "shortconv_out", il);
             } else {

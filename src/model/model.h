@@ -18,8 +18,10 @@ namespace glia {
 struct ForwardInputs {
     Tensor* tokens = nullptr;  // I32 [n_tokens]
     Tensor* pos = nullptr;     // I32 [n_tokens]
+    Tensor* seq = nullptr;     // I32 [n_tokens] sequence ids (nullptr: all sequence 0)
+    Tensor* out_ids = nullptr; // I32 token indices whose logits are wanted (nullptr: see all_logits)
     KVCache* cache = nullptr;
-    bool all_logits = false;   // logits for every token, else only the last
+    bool all_logits = false;   // without out_ids: logits for every token, else only the last
     RecurrentState* state = nullptr;  // recurrent layers' per-sequence state
     // Testing: experts to use in MoE block il ([n_tokens][n_used] ids), or nullptr.
     std::function<const int32_t*(int il)> forced_experts;

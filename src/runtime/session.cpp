@@ -18,7 +18,7 @@ Session::Session(const Model& model, const SessionOptions& opt) : model_(model) 
         dk[il] = p.n_head_kv[il] * p.head_dim_k;
         dv[il] = p.n_head_kv[il] * p.head_dim_v;
     }
-    cache_ = std::make_unique<KVCache>(dk, dv, n_ctx_);
+    cache_ = std::make_unique<KVCache>(dk, dv, n_ctx_, /*block_size=*/256, /*n_seq=*/1);
     std::vector<int> rs(p.n_layer, 0);
     bool any_state = false;
     for (int il = 0; il < p.n_layer; ++il)
@@ -35,6 +35,7 @@ Session::~Session() = default;
 
 void Session::reset() {
     n_past_ = 0;
+    cache_->release(0);
     if (state_) state_->clear();
 }
 
@@ -69,6 +70,8 @@ const std::vector<float>& Session::decode(const std::vector<int32_t>& tokens, bo
     const int n_vocab = model_.profile().n_vocab;
     for (int32_t t : tokens)
         if (t < 0 || t >= n_vocab) fail("token id ", t, " is outside the vocabulary (", n_vocab, " tokens)");
+    if (!cache_->reserve(0, n_past_ + static_cast<int>(tokens.size())))
+        fail("the KV cache cannot hold ", n_past_ + tokens.size(), " tokens");
     logits_.clear();
     if (all_logits) {
         forward(tokens.data(), static_cast<int>(tokens.size()), true);

@@ -126,28 +126,27 @@ void op_softcap(const Node& n) {
 void op_shortconv(const Node& n) {
     const Tensor& bx = *n.src[0];
     const Tensor& w = *n.src[1];
+    const int32_t* seq = n.src[2] ? n.src[2]->ptr<int32_t>() : nullptr;
     const int64_t C = bx.ne[0], T = bx.ne[1], L = w.ne[0];
-    float* state = n.state->layer(n.i0);  // [L-1][C], oldest first
     if (n.state->size(n.i0) != static_cast<size_t>((L - 1) * C))
         fail("shortconv layer ", n.i0, ": state holds ", n.state->size(n.i0), " values, expected ", (L - 1) * C);
     const float* wp = w.ptr<float>();
-    // Input at time tau (relative to this batch; negative = from the state).
-    auto in = [&](int64_t tau, int64_t c) -> float {
-        return tau < 0 ? state[(L - 1 + tau) * C + c] : reinterpret_cast<const float*>(bx.row(tau))[c];
-    };
+    // Tokens in batch order; each sequence's history is its state, a sliding window of
+    // the last L-1 inputs (oldest first), shifted as tokens arrive.
+    std::vector<float> window(L * C);
     for (int64_t t = 0; t < T; ++t) {
+        float* state = n.state->layer(n.i0, seq ? seq[t] : 0);
+        const float* x = reinterpret_cast<const float*>(bx.row(t));
+        std::copy(state, state + (L - 1) * C, window.begin());
+        std::copy(x, x + C, window.begin() + (L - 1) * C);
         float* y = reinterpret_cast<float*>(n.out->row(t));
         for (int64_t c = 0; c < C; ++c) {
             float acc = 0.0f;
-            for (int64_t k = 0; k < L; ++k) acc += in(t - (L - 1) + k, c) * wp[c * L + k];
+            for (int64_t k = 0; k < L; ++k) acc += window[k * C + c] * wp[c * L + k];
             y[c] = acc;
         }
+        std::copy(window.begin() + C, window.end(), state);
     }
-    // Keep the last L-1 inputs.
-    std::vector<float> next((L - 1) * C);
-    for (int64_t j = 0; j < L - 1; ++j)
-        for (int64_t c = 0; c < C; ++c) next[j * C + c] = in(T - (L - 1) + j, c);
-    std::copy(next.begin(), next.end(), state);
 }
 
 }  // namespace glia::cpu

@@ -1,0 +1,348 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "dispatch/executor.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+#include "runtime/recurrent_state.h"
+#include "tokenizer/vocab.h"
+
+namespace glia {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::STOP: return "stop";
+        case FinishReason::LENGTH: return "length";
+        case FinishReason::CANCELLED: return "cancelled";
+        case FinishReason::ERROR: return "error";
+        case FinishReason::NONE: break;
+    }
+    return "none";
+}
+
+namespace {
+
+struct Sequence {
+    uint64_t id = 0;
+    GenerationRequest req;
+    TokenCallback cb;
+    std::unique_ptr<Sampler> sampler;
+    std::vector<int32_t> history;  // prompt + generated
+    int slot = -1;                 // KV / recurrent-state slot
+    int n_prompt_done = 0;         // prompt tokens already in the cache
+    int n_generated = 0;
+    int32_t next = -1;             // sampled token not yet fed back
+    bool cancelled = false;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+    const Model& model;
+    EngineOptions opt;
+    std::unique_ptr<KVCache> cache;
+    std::unique_ptr<RecurrentState> state;
+    std::unique_ptr<cpu::CpuBackend> cpu;
+    std::unique_ptr<Executor> exec;
+
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::unique_ptr<Sequence>> waiting;
+    std::vector<std::unique_ptr<Sequence>> running;
+    std::vector<uint64_t> cancel_ids;
+    std::vector<int> free_slots;
+    uint64_t next_id = 1;
+    bool stop = false;
+    EngineStats st;
+    std::thread thread;
+
+    Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
+        const ModelProfile& p = m.profile();
+        std::vector<int> dk(p.n_layer), dv(p.n_layer), rs(p.n_layer, 0);
+        bool any_state = false;
+        for (int il = 0; il < p.n_layer; ++il) {
+            dk[il] = p.n_head_kv[il] * p.head_dim_k;
+            dv[il] = p.n_head_kv[il] * p.head_dim_v;
+            if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
+                rs[il] = (p.shortconv_l_cache - 1) * p.n_embd;
+                any_state = true;
+            }
+        }
+        cache = std::make_unique<KVCache>(dk, dv, opt.n_ctx, opt.block_size, opt.n_parallel);
+        if (any_state) state = std::make_unique<RecurrentState>(rs, opt.n_parallel);
+        cpu = std::make_unique<cpu::CpuBackend>(opt.n_threads);
+        exec = std::make_unique<Executor>(*cpu);
+        for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
+        st.kv_blocks_total = cache->blocks_total();
+        thread = std::thread([this] { loop(); });
+    }
+
+    ~Impl() {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            stop = true;
+        }
+        cv.notify_all();
+        thread.join();
+        for (auto& s : running) finish(*s, FinishReason::CANCELLED);
+        for (auto& s : waiting) finish(*s, FinishReason::CANCELLED);
+    }
+
+    void finish(Sequence& s, FinishReason r, const std::string& err = "") {
+        TokenEvent ev;
+        ev.request_id = s.id;
+        ev.done = true;
+        ev.finish = r;
+        ev.error = err;
+        ev.n_prompt = static_cast<int>(s.req.prompt.size());
+        ev.n_generated = s.n_generated;
+        s.cb(ev);
+    }
+
+    // Moves waiting requests into free slots while their whole budget fits the cache
+    // (prompt + max_tokens is reserved up front, so a running stream never runs out).
+    void admit() {
+        while (!waiting.empty() && !free_slots.empty()) {
+            Sequence& s = *waiting.front();
+            const int need = static_cast<int>(s.req.prompt.size()) + s.req.max_tokens;
+            const int slot = free_slots.back();
+            if (!cache->reserve(slot, need)) break;  // wait for blocks to free up
+            free_slots.pop_back();
+            s.slot = slot;
+            if (state) state->clear(slot);
+            running.push_back(std::move(waiting.front()));
+            waiting.pop_front();
+        }
+    }
+
+    void release(Sequence& s) {
+        cache->release(s.slot);
+        free_slots.push_back(s.slot);
+        s.slot = -1;
+    }
+
+    void loop() {
+        using Clock = std::chrono::steady_clock;
+        auto window_start = Clock::now();
+        uint64_t window_tokens = 0;
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> lk(mu);
+                cv.wait(lk, [&] { return stop || !running.empty() || (!waiting.empty() && !free_slots.empty()); });
+                if (stop) return;
+                for (uint64_t id : cancel_ids) {
+                    for (auto& s : running)
+                        if (s->id == id) s->cancelled = true;
+                    for (auto it = waiting.begin(); it != waiting.end(); ++it)
+                        if ((*it)->id == id) {
+                            finish(**it, FinishReason::CANCELLED);
+                            ++st.requests_cancelled;
+                            waiting.erase(it);
+                            break;
+                        }
+                }
+                cancel_ids.clear();
+                for (auto it = running.begin(); it != running.end();) {
+                    if ((*it)->cancelled) {
+                        release(**it);
+                        finish(**it, FinishReason::CANCELLED);
+                        ++st.requests_cancelled;
+                        it = running.erase(it);
+                    } else {
+                        ++it;
+                    }
+                }
+                admit();
+                st.running = static_cast<int>(running.size());
+                st.waiting = static_cast<int>(waiting.size());
+                st.kv_blocks_used = cache->blocks_used();
+                if (running.empty()) continue;
+            }
+            step(window_tokens);
+            const double el = std::chrono::duration<double>(Clock::now() - window_start).count();
+            if (el > 2.0) {
+                std::lock_guard<std::mutex> lk(mu);
+                st.decode_tokens_per_second = window_tokens / el;
+                window_start = Clock::now();
+                window_tokens = 0;
+            }
+        }
+    }
+
+    // One forward pass over every running sequence: a prompt chunk for those still
+    // reading their prompt, the last sampled token for the others.
+    void step(uint64_t& window_tokens) {
+        std::vector<int32_t> tokens, pos, seq, out_ids;
+        std::vector<Sequence*> out_seq;
+        for (auto& up : running) {
+            Sequence& s = *up;
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            if (s.n_prompt_done < n_prompt) {
+                const int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+                for (int i = 0; i < n; ++i) {
+                    tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
+                    pos.push_back(s.n_prompt_done + i);
+                    seq.push_back(s.slot);
+                }
+                s.n_prompt_done += n;
+                if (s.n_prompt_done == n_prompt) {
+                    out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+                    out_seq.push_back(&s);
+                }
+            } else {
+                tokens.push_back(s.next);
+                pos.push_back(static_cast<int32_t>(s.history.size()) - 1);
+                seq.push_back(s.slot);
+                out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+                out_seq.push_back(&s);
+            }
+        }
+        const int T = static_cast<int>(tokens.size());
+        Graph g;
+        ForwardInputs in;
+        auto input = [&](const std::vector<int32_t>& v, const char* name) {
+            Tensor* t = g.new_tensor(DType::I32, static_cast<int64_t>(v.size()), 1, 1, 1, name);
+            std::memcpy(t->data, v.data(), v.size() * sizeof(int32_t));
+            return t;
+        };
+        in.tokens = input(tokens, "inp_tokens");
+        in.pos = input(pos, "inp_pos");
+        in.seq = input(seq, "inp_seq");
+        in.cache = cache.get();
+        in.state = state.get();
+        std::vector<float> logits;
+        if (!out_ids.empty()) in.out_ids = input(out_ids, "out_ids");
+        try {
+            Tensor* out = model.forward(g, in);
+            exec->run(g);
+            if (!out_ids.empty()) logits.assign(out->ptr<float>(), out->ptr<float>() + out->n_elements());
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lk(mu);
+            for (auto& s : running) {
+                release(*s);
+                finish(*s, FinishReason::ERROR, e.what());
+            }
+            running.clear();
+            return;
+        }
+        (void)T;
+        const int V = model.profile().n_vocab;
+        std::lock_guard<std::mutex> lk(mu);
+        for (size_t i = 0; i < out_seq.size(); ++i) {
+            Sequence& s = *out_seq[i];
+            if (s.cancelled) continue;
+            const float* l = &logits[i * V];
+            const int32_t tok = s.sampler->sample(l, V, s.history);
+            TokenEvent ev;
+            ev.request_id = s.id;
+            ev.token = tok;
+            ev.n_prompt = static_cast<int>(s.req.prompt.size());
+            fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
+            s.history.push_back(tok);
+            s.next = tok;
+            ++s.n_generated;
+            ++st.generated_tokens_total;
+            ++window_tokens;
+            ev.n_generated = s.n_generated;
+            const bool eog = model.vocab().is_eog(tok) && !s.req.ignore_eos;
+            if (eog) {
+                ev.token = -1;  // end-of-generation tokens are not part of the text
+                ev.done = true;
+                ev.finish = FinishReason::STOP;
+            } else if (s.n_generated >= s.req.max_tokens) {
+                ev.done = true;
+                ev.finish = FinishReason::LENGTH;
+            }
+            if (!s.cb(ev) && !ev.done) s.cancelled = true;
+            if (ev.done) {
+                ++st.requests_finished;
+                s.cancelled = true;  // removed below
+                s.n_generated = -1;  // marker: finished normally
+            }
+        }
+        for (auto it = running.begin(); it != running.end();) {
+            Sequence& s = **it;
+            if (s.cancelled && s.n_generated == -1) {
+                release(s);
+                it = running.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        st.kv_blocks_used = cache->blocks_used();
+        st.running = static_cast<int>(running.size());
+    }
+
+    static void fill_logprobs(const float* l, int V, int32_t tok, int top, TokenEvent& ev) {
+        const float mx = *std::max_element(l, l + V);
+        double sum = 0;
+        for (int i = 0; i < V; ++i) sum += std::exp(double(l[i]) - mx);
+        const double lse = mx + std::log(sum);
+        ev.logprob = static_cast<float>(l[tok] - lse);
+        if (top <= 0) return;
+        top = std::min(top, V);
+        std::vector<int32_t> ids(V);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::partial_sort(ids.begin(), ids.begin() + top, ids.end(),
+                          [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        for (int i = 0; i < top; ++i) ev.top.emplace_back(ids[i], static_cast<float>(l[ids[i]] - lse));
+    }
+};
+
+Engine::Engine(const Model& model, const EngineOptions& opt) : model_(model), opt_(opt) {
+    if (opt.n_parallel <= 0) fail("--parallel must be at least 1");
+    if (opt.prefill_chunk <= 0) fail("prefill chunk must be at least 1");
+    impl_ = std::make_unique<Impl>(model, opt);
+}
+
+Engine::~Engine() = default;
+
+uint64_t Engine::submit(GenerationRequest req, TokenCallback cb) {
+    const int V = model_.profile().n_vocab;
+    if (req.prompt.empty()) fail("the prompt is empty");
+    for (int32_t t : req.prompt)
+        if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
+    if (req.max_tokens < 1) fail("max_tokens must be at least 1");
+    const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
+    if (need > impl_->cache->capacity())
+        fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
+             " tokens, more than the context of ", impl_->cache->capacity(), " tokens");
+    auto s = std::make_unique<Sequence>();
+    s->req = std::move(req);
+    s->cb = std::move(cb);
+    s->sampler = std::make_unique<Sampler>(s->req.sampling);
+    s->history = s->req.prompt;
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (static_cast<int>(impl_->waiting.size()) >= opt_.max_queue) {
+        ++impl_->st.requests_rejected;
+        throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));
+    }
+    s->id = impl_->next_id++;
+    const uint64_t id = s->id;
+    ++impl_->st.requests_total;
+    impl_->st.prompt_tokens_total += s->req.prompt.size();
+    impl_->waiting.push_back(std::move(s));
+    impl_->st.waiting = static_cast<int>(impl_->waiting.size());
+    impl_->cv.notify_all();
+    return id;
+}
+
+void Engine::cancel(uint64_t id) {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cancel_ids.push_back(id);
+    impl_->cv.notify_all();
+}
+
+EngineStats Engine::stats() const {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    return impl_->st;
+}
+
+}  // namespace glia
