@@ -69,7 +69,9 @@ TEST(GliaInspect, EverySharedFile) {
         for (const auto& t : f->tensors()) total += t.nbytes;
         EXPECT_EQ(j["total_tensor_bytes"], total);
         EXPECT_LE(j["decode_bytes_per_token"].get<uint64_t>(), total);
-        if (!f->tensors().empty()) EXPECT_GT(j["decode_bytes_per_token"].get<uint64_t>(), 0u);
+        if (!f->tensors().empty()) {
+            EXPECT_GT(j["decode_bytes_per_token"].get<uint64_t>(), 0u);
+        }
     }
 }
 

@@ -80,7 +80,9 @@ TEST(GgufMalformed, BadMagicAndVersion) {
         b = r.bytes;
         poke<uint32_t>(b, 4, v);
         auto msg = expect_gguf_error(b, {"offset 4", "version", cat(v)}, cat("version ", v));
-        if (v == 0x03000000u) EXPECT_NE(msg.find("big-endian"), std::string::npos) << msg;
+        if (v == 0x03000000u) {
+            EXPECT_NE(msg.find("big-endian"), std::string::npos) << msg;
+        }
     }
     // v2 is accepted (same layout as v3 for little-endian files).
     b = r.bytes;
