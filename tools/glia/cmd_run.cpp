@@ -7,9 +7,11 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/vocab.h"
 
 namespace glia::cli {
@@ -26,7 +28,9 @@ int cmd_run(const std::vector<std::string>& argv) {
     add_sampling_options(a);
     a.flag("--ignore-eos", "keep generating past end-of-generation tokens")
         .flag("--show-ids", "print each prompt and generated token id with its piece (stderr)")
-        .flag("--no-bos", "do not add BOS/EOS even if the vocabulary asks for them");
+        .flag("--no-bos", "do not add BOS/EOS even if the vocabulary asks for them")
+        .flag("--chat", "treat the prompt as one user message and apply the model's chat template")
+        .opt("-s,--system", "TEXT", "system message for --chat");
     if (!a.parse(argv)) return 0;
 
     std::string prompt;
@@ -46,7 +50,30 @@ int cmd_run(const std::vector<std::string>& argv) {
     Sampler sampler(sampling_params(a));
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
-    std::vector<int32_t> tokens = vocab.tokenize(prompt, !a.has("--no-bos"), false);
+    std::vector<int32_t> tokens;
+    std::string shown = prompt;
+    if (a.has("--chat")) {
+        const std::string source = tok::chat_template(model->file());
+        if (source.empty()) {
+            std::fprintf(stderr, "glia run: '%s' has no chat template; using the prompt as plain text\n",
+                         model->file().path().c_str());
+            tokens = vocab.tokenize(prompt, !a.has("--no-bos"), false);
+        } else {
+            std::vector<jinja::Value> messages;
+            if (a.has("-s"))
+                messages.push_back(jinja::Value::object({{"role", jinja::Value("system")}, {"content", jinja::Value(a.str("-s"))}}));
+            messages.push_back(jinja::Value::object({{"role", jinja::Value("user")}, {"content", jinja::Value(prompt)}}));
+            const std::string bos = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
+            const std::string eos = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
+            shown = tok::ChatTemplate(source).render(jinja::Value::array(messages), bos, eos, true);
+            // The rendered text carries its own special tokens; add BOS only if it lacks it.
+            tokens = vocab.tokenize(shown, false, true);
+            if (!a.has("--no-bos") && vocab.add_bos() && vocab.bos() >= 0 && (tokens.empty() || tokens[0] != vocab.bos()))
+                tokens.insert(tokens.begin(), vocab.bos());
+        }
+    } else {
+        tokens = vocab.tokenize(prompt, !a.has("--no-bos"), false);
+    }
     if (tokens.empty()) fail("the prompt produced no tokens");
     if (static_cast<int>(tokens.size()) >= s.n_ctx())
         fail("the prompt has ", tokens.size(), " tokens but the context holds ", s.n_ctx(),
@@ -54,7 +81,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (show_ids)
         for (int32_t t : tokens) std::fprintf(stderr, "[prompt] %6d '%s'\n", t, vocab.token_to_piece(t, true).c_str());
 
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fwrite(shown.data(), 1, shown.size(), stdout);
     std::fflush(stdout);
     const auto t0 = Clock::now();
     std::vector<float> logits = s.decode(tokens, false);
