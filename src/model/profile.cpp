@@ -1,6 +1,7 @@
 #include "model/profile.h"
 
 #include <algorithm>
+#include <sstream>
 #include <cmath>
 
 #include "core/error.h"
@@ -126,6 +127,61 @@ ModelProfile derive_profile(const gguf::File& f) {
             p.uniform_offload_required = true;
         }
     return p;
+}
+
+}  // namespace glia
+
+namespace glia {
+
+std::vector<std::pair<std::string, std::string>> describe_profile(const ModelProfile& p, const gguf::File& f) {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+    int attn_layer = 0;
+    while (attn_layer < p.n_layer && p.layer_kind[attn_layer] == LayerKind::RECURRENT) ++attn_layer;
+    auto has = [&](const std::string& name) {
+        return f.find_tensor("blk." + std::to_string(attn_layer) + "." + name) != nullptr;
+    };
+    std::string kinds;
+    for (int il = 0; il < p.n_layer; ++il) {
+        const char* k = p.layer_kind[il] == LayerKind::ATTENTION ? "A"
+                        : p.layer_kind[il] == LayerKind::SLIDING_ATTENTION ? "S" : "R";
+        kinds += k;
+    }
+    out.emplace_back("layer kinds", kinds + "  (A attention, S sliding-window attention, R recurrent)");
+    std::string kv;
+    for (int il = 0; il < p.n_layer; ++il) kv += (il ? "," : "") + std::to_string(p.n_head_kv[il]);
+    out.emplace_back("kv heads", (p.n_head_kv_is_array ? "per-layer array [" + kv + "]" : "scalar " + std::to_string(p.n_head_kv.empty() ? 0 : p.n_head_kv[0])));
+    out.emplace_back("uniform_offload_required", p.uniform_offload_required ? "true (recurrent layers: no split by layers across devices)" : "false");
+    out.emplace_back("head dims (k/v)", std::to_string(p.head_dim_k) + "/" + std::to_string(p.head_dim_v));
+    std::ostringstream rope;
+    rope << (p.rope.type == RopeType::NEOX ? "neox" : "normal") << ", " << p.rope.n_dims << " dims, base " << p.rope.freq_base;
+    if (p.sliding_window > 0) rope << " (sliding layers: " << p.rope_base_swa << ")";
+    if (p.rope.freq_scale != 1.0f) rope << ", linear scale " << p.rope.freq_scale;
+    out.emplace_back("rope", rope.str());
+    out.emplace_back("qk-norm", yes(has("attn_q_norm.weight")));
+    out.emplace_back("qkv biases", yes(has("attn_q.bias")));
+    out.emplace_back("fused qkv", yes(has("attn_qkv.weight")));
+    out.emplace_back("fused gate+up", yes(!has("ffn_gate.weight") && !has("ffn_gate_inp.weight") && has("ffn_up.weight")));
+    out.emplace_back("post-norms", yes(has("post_attention_norm.weight") || has("post_ffw_norm.weight")));
+    out.emplace_back("sliding window", p.sliding_window > 0 ? std::to_string(p.sliding_window) + " tokens" : "none");
+    std::ostringstream caps;
+    caps << "attention " << (p.attn_softcap > 0 ? std::to_string(p.attn_softcap) : "none") << ", final "
+         << (p.final_softcap > 0 ? std::to_string(p.final_softcap) : "none");
+    out.emplace_back("softcaps", caps.str());
+    out.emplace_back("ffn activation", p.ffn_act == Activation::GELU ? "gelu (tanh) gated" : "silu gated");
+    if (p.embed_scale != 1.0f) out.emplace_back("embedding scale", std::to_string(p.embed_scale));
+    out.emplace_back("attention scale", p.q_prescale ? "q scaled after rope" : "in softmax");
+    if (p.n_expert > 0) {
+        std::ostringstream m;
+        m << p.n_expert << " experts, " << p.n_expert_used << " used, expert ffn " << p.n_ff_expert
+          << ", weights " << (p.moe_norm_weights ? "renormalised" : "as routed");
+        out.emplace_back("moe", m.str());
+    } else {
+        out.emplace_back("moe", "no");
+    }
+    if (p.shortconv_l_cache > 0) out.emplace_back("short conv", "kernel " + std::to_string(p.shortconv_l_cache));
+    out.emplace_back("tied output", yes(p.tied_output));
+    return out;
 }
 
 }  // namespace glia

@@ -3,6 +3,7 @@
 // cases the file could tell).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -57,5 +58,14 @@ struct ModelProfile {
 
 // Derives the profile; throws glia::Error naming the key that is missing or invalid.
 ModelProfile derive_profile(const gguf::File& f);
+
+}  // namespace glia
+
+namespace glia {
+
+// The derived features in display order (name, value), for `glia inspect`: what the
+// graph builder will do for this file. Tensor-presence features (QK-norm, biases, fused
+// projections, post-norms) are read from block 0's tensors of the first attention layer.
+std::vector<std::pair<std::string, std::string>> describe_profile(const ModelProfile& p, const gguf::File& f);
 
 }  // namespace glia
