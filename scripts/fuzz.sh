@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer GGUF target with clang (ASan+UBSan) in build-fuzz/ and runs it for
+# Builds the libFuzzer GGUF target with clang (ASan+UBSan) in build-fuzz/ (only src/gguf and
+# its dtype table are compiled: see fuzz/CMakeLists.txt) and runs it for
 # $FUZZ_SECONDS (default 60) on a seed corpus made from the shared files' headers: the first
 # 64 KiB of every .gguf under $GLIA_SHARED/models and /vocab, plus a copy of each with
 # tensor_count zeroed (so that the fuzzer also starts from files that parse completely).
