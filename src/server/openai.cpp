@@ -1,0 +1,384 @@
+#if GLIA_HAVE_SERVER
+#include "server/openai.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace glia::server {
+
+void throw_api(int status, std::string message, std::string param, std::string code, std::string type) {
+    ApiError e;
+    e.status = status;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    if (!type.empty()) e.type = std::move(type);
+    else if (status == 401) e.type = "authentication_error";
+    else if (status == 404) e.type = "not_found_error";
+    else if (status == 413) e.type = "invalid_request_error";
+    else if (status == 503) e.type = "server_overloaded";
+    else if (status >= 500) e.type = "server_error";
+    throw e;
+}
+
+json error_json(const ApiError& e) {
+    json err = json::object();
+    err["message"] = e.message;
+    err["type"] = e.type;
+    err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+    err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+    return json{{"error", err}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+
+const char* type_name(const json& v) {
+    switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::binary: return "binary";
+    case json::value_t::discarded: return "nothing";
+    default: return "a number";
+    }
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* want, const json& got) {
+    throw_api(400, "'" + field + "' must be " + want + ", got " + type_name(got), field, "invalid_type");
+}
+
+// The field if present and not null.
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong_type(name, "a number", *v);
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        throw_api(400, "'" + std::string(name) + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                           ", got " + v->dump(), name, "invalid_value");
+    return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    bool ok = v->is_number_integer();
+    if (!ok && v->is_number_float()) {
+        const double d = v->get<double>();
+        ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15;
+    }
+    if (!ok) wrong_type(name, "an integer", *v);
+    int64_t x;
+    if (v->is_number_unsigned()) {
+        const uint64_t u = v->get<uint64_t>();
+        x = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+    } else if (v->is_number_integer()) {
+        x = v->get<int64_t>();
+    } else {
+        x = static_cast<int64_t>(v->get<double>());
+    }
+    if (x < lo || x > hi)
+        throw_api(400, "'" + std::string(name) + "' must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + ", got " + v->dump(), name, "invalid_value");
+    return x;
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
+    return v->get<bool>();
+}
+
+// A message's content as text: a string, null, or an array of content parts of which
+// the "text" parts are joined.
+std::string content_text(const json& content, const std::string& where) {
+    if (content.is_null()) return "";
+    if (content.is_string()) return content.get<std::string>();
+    if (content.is_array()) {
+        std::string s;
+        for (size_t i = 0; i < content.size(); ++i) {
+            const json& part = content[i];
+            const std::string p = where + "[" + std::to_string(i) + "]";
+            if (!part.is_object()) wrong_type(p, "an object", part);
+            auto type = part.find("type");
+            if (type == part.end() || !type->is_string()) throw_api(400, "'" + p + ".type' must be a string", p + ".type", "invalid_type");
+            if (*type != "text")
+                throw_api(400, "'" + p + ".type' is '" + type->get<std::string>() + "'; only text content parts are supported",
+                          p + ".type", "invalid_value");
+            auto text = part.find("text");
+            if (text == part.end() || !text->is_string()) throw_api(400, "'" + p + ".text' must be a string", p + ".text", "invalid_type");
+            s += text->get<std::string>();
+        }
+        return s;
+    }
+    wrong_type(where, "a string or an array of content parts", content);
+}
+
+json check_messages(const json& body) {
+    auto it = body.find("messages");
+    if (it == body.end()) throw_api(400, "'messages' is required", "messages", "missing_field");
+    if (!it->is_array()) wrong_type("messages", "an array", *it);
+    if (it->empty()) throw_api(400, "'messages' must hold at least one message", "messages", "invalid_value");
+    json out = json::array();
+    for (size_t i = 0; i < it->size(); ++i) {
+        const json& m = (*it)[i];
+        const std::string p = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) wrong_type(p, "an object", m);
+        auto role = m.find("role");
+        if (role == m.end()) throw_api(400, "'" + p + ".role' is required", p + ".role", "missing_field");
+        if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
+        json msg = m;  // other fields (name, tool_calls ...) pass through to the template
+        auto content = m.find("content");
+        msg["content"] = content == m.end() ? std::string() : content_text(*content, p + ".content");
+        out.push_back(std::move(msg));
+    }
+    return out;
+}
+
+void parse_prompt(const json& body, Job& job) {
+    auto it = body.find("prompt");
+    if (it == body.end()) throw_api(400, "'prompt' is required", "prompt", "missing_field");
+    const json& p = *it;
+    if (p.is_string()) {
+        job.prompt = p.get<std::string>();
+        return;
+    }
+    if (p.is_array()) {
+        if (p.empty()) throw_api(400, "'prompt' must not be empty", "prompt", "invalid_value");
+        if (p.size() == 1 && p[0].is_string()) {
+            job.prompt = p[0].get<std::string>();
+            return;
+        }
+        if (p[0].is_string())
+            throw_api(400, "'prompt' holds " + std::to_string(p.size()) + " prompts; this server answers one prompt per request",
+                      "prompt", "invalid_value");
+        for (size_t i = 0; i < p.size(); ++i) {
+            if (!p[i].is_number_integer()) wrong_type("prompt[" + std::to_string(i) + "]", "a token id (integer)", p[i]);
+            const int64_t id = p[i].get<int64_t>();
+            if (id < 0 || id > INT32_MAX)
+                throw_api(400, "'prompt[" + std::to_string(i) + "]' is not a token id", "prompt", "invalid_value");
+            job.prompt_ids.push_back(static_cast<int32_t>(id));
+        }
+        job.prompt_is_ids = true;
+        return;
+    }
+    wrong_type("prompt", "a string, an array of one string, or an array of token ids", p);
+}
+
+std::string random_hex(int n) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (int i = 0; i < n; ++i) s += digits[rng() & 15];
+    return s;
+}
+
+}  // namespace
+
+Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParams& defaults) {
+    json body;
+    try {
+        body = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw_api(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+    }
+    if (!body.is_object()) throw_api(400, std::string("the request body must be a JSON object, got ") + type_name(body), "", "invalid_json");
+
+    Job job;
+    job.endpoint = endpoint;
+    if (const json* m = field(body, "model")) {
+        if (!m->is_string()) wrong_type("model", "a string", *m);
+        job.model = m->get<std::string>();
+    }
+    if (endpoint == Endpoint::CHAT) job.messages = check_messages(body);
+    else parse_prompt(body, job);
+
+    if (auto n = integer(body, "n", 1, 128); n && *n != 1)
+        throw_api(400, "'n' must be 1: this server returns one choice per request", "n", "invalid_value");
+    constexpr int64_t kMaxInt = INT32_MAX;
+    if (auto v = integer(body, "max_completion_tokens", 1, kMaxInt)) job.max_tokens = static_cast<int>(*v);
+    if (auto v = integer(body, "max_tokens", 1, kMaxInt)) job.max_tokens = static_cast<int>(*v);
+
+    SamplerParams& s = job.sampling;
+    s = defaults;
+    if (auto v = number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
+    if (auto v = number(body, "top_p", 0, 1)) {
+        if (*v <= 0) throw_api(400, "'top_p' must be greater than 0", "top_p", "invalid_value");
+        s.top_p = static_cast<float>(*v);
+    }
+    if (auto v = integer(body, "top_k", 0, kMaxInt)) s.top_k = static_cast<int>(*v);
+    if (auto v = number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
+    if (auto v = number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
+    if (auto v = number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
+    if (auto v = number(body, "repeat_penalty", 0.01, 100)) s.repeat_penalty = static_cast<float>(*v);
+    if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) s.seed = *v < 0 ? 0xFFFFFFFFFFFFFFFFull : static_cast<uint64_t>(*v);
+
+    if (const json* st = field(body, "stop")) {
+        if (st->is_string()) {
+            job.stop.push_back(st->get<std::string>());
+        } else if (st->is_array()) {
+            if (st->size() > 16) throw_api(400, "'stop' holds " + std::to_string(st->size()) + " sequences; at most 16", "stop", "invalid_value");
+            for (size_t i = 0; i < st->size(); ++i) {
+                if (!(*st)[i].is_string()) wrong_type("stop[" + std::to_string(i) + "]", "a string", (*st)[i]);
+                job.stop.push_back((*st)[i].get<std::string>());
+            }
+        } else {
+            wrong_type("stop", "a string or an array of strings", *st);
+        }
+        std::erase_if(job.stop, [](const std::string& x) { return x.empty(); });
+    }
+
+    job.stream = boolean(body, "stream").value_or(false);
+    job.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+        auto iu = so->find("include_usage");
+        if (iu != so->end() && !iu->is_null()) {
+            if (!iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
+            job.include_usage = iu->get<bool>();
+        }
+    }
+
+    if (endpoint == Endpoint::CHAT) {
+        job.logprobs = boolean(body, "logprobs").value_or(false);
+        if (auto v = integer(body, "top_logprobs", 0, 20)) {
+            if (!job.logprobs && *v > 0)
+                throw_api(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+            job.top_logprobs = static_cast<int>(*v);
+        }
+    } else {
+        if (const json* lp = field(body, "logprobs")) {
+            if (lp->is_boolean()) {
+                job.logprobs = lp->get<bool>();
+            } else {
+                auto v = integer(body, "logprobs", 0, 20);
+                job.logprobs = true;
+                job.top_logprobs = static_cast<int>(*v);
+            }
+        }
+        job.echo = boolean(body, "echo").value_or(false);
+    }
+    return job;
+}
+
+std::string plain_chat_prompt(const json& messages) {
+    std::string s;
+    for (const json& m : messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
+    return s + "assistant:";
+}
+
+json usage_json(const Usage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+static json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(static_cast<int>(c));
+    return b;
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lp) {
+    json content = json::array();
+    for (const TokenLogprob& t : lp) {
+        json top = json::array();
+        for (const auto& [text, l] : t.top) top.push_back(json{{"token", text}, {"logprob", l}, {"bytes", bytes_of(text)}});
+        content.push_back(json{{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprob>& lp, size_t text_offset0) {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    size_t off = text_offset0;
+    for (const TokenLogprob& t : lp) {
+        tokens.push_back(t.text);
+        lps.push_back(t.logprob);
+        json top = json::object();
+        for (const auto& [text, l] : t.top) top[text] = l;
+        tops.push_back(top);
+        offs.push_back(off);
+        off += t.text.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+ResponseId new_response_id(Endpoint e, const std::string& model) {
+    ResponseId r;
+    r.id = (e == Endpoint::CHAT ? "chatcmpl-" : "cmpl-") + random_hex(24);
+    r.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    r.model = model;
+    return r;
+}
+
+static json reason(const char* finish_reason) { return finish_reason ? json(finish_reason) : json(nullptr); }
+
+json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u) {
+    json choice = {{"index", 0},
+                   {"message", {{"role", "assistant"}, {"content", text}}},
+                   {"logprobs", logprobs ? chat_logprobs_json(*logprobs) : json(nullptr)},
+                   {"finish_reason", reason(finish_reason)}};
+    return json{{"id", r.id}, {"object", "chat.completion"}, {"created", r.created}, {"model", r.model},
+                {"choices", json::array({choice})}, {"usage", usage_json(u)}, {"system_fingerprint", "glia"}};
+}
+
+json completion_response(const ResponseId& r, const std::string& text, const char* finish_reason,
+                         const std::vector<TokenLogprob>* logprobs, size_t text_offset0, const Usage& u) {
+    json choice = {{"text", text},
+                   {"index", 0},
+                   {"logprobs", logprobs ? completion_logprobs_json(*logprobs, text_offset0) : json(nullptr)},
+                   {"finish_reason", reason(finish_reason)}};
+    return json{{"id", r.id}, {"object", "text_completion"}, {"created", r.created}, {"model", r.model},
+                {"choices", json::array({choice})}, {"usage", usage_json(u)}, {"system_fingerprint", "glia"}};
+}
+
+json chat_chunk(const ResponseId& r, const json& delta, const char* finish_reason,
+                const std::vector<TokenLogprob>* logprobs, bool include_usage_field) {
+    json choice = {{"index", 0},
+                   {"delta", delta},
+                   {"logprobs", logprobs ? chat_logprobs_json(*logprobs) : json(nullptr)},
+                   {"finish_reason", reason(finish_reason)}};
+    json j = {{"id", r.id}, {"object", "chat.completion.chunk"}, {"created", r.created}, {"model", r.model},
+              {"system_fingerprint", "glia"}, {"choices", json::array({choice})}};
+    if (include_usage_field) j["usage"] = nullptr;
+    return j;
+}
+
+json completion_chunk(const ResponseId& r, const std::string& text, const char* finish_reason,
+                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field) {
+    json choice = {{"text", text},
+                   {"index", 0},
+                   {"logprobs", logprobs ? completion_logprobs_json(*logprobs, text_offset0) : json(nullptr)},
+                   {"finish_reason", reason(finish_reason)}};
+    json j = {{"id", r.id}, {"object", "text_completion"}, {"created", r.created}, {"model", r.model},
+              {"system_fingerprint", "glia"}, {"choices", json::array({choice})}};
+    if (include_usage_field) j["usage"] = nullptr;
+    return j;
+}
+
+json usage_chunk(const ResponseId& r, Endpoint e, const Usage& u) {
+    return json{{"id", r.id},
+                {"object", e == Endpoint::CHAT ? "chat.completion.chunk" : "text_completion"},
+                {"created", r.created},
+                {"model", r.model},
+                {"system_fingerprint", "glia"},
+                {"choices", json::array()},
+                {"usage", usage_json(u)}};
+}
+
+}  // namespace glia::server
+#endif  // GLIA_HAVE_SERVER

@@ -1,0 +1,105 @@
+// The OpenAI-compatible request and response shapes: parsing and validating a
+// /v1/chat/completions or /v1/completions body into a generation job, and building the
+// JSON that goes back (whole responses, stream chunks, errors). No HTTP here: this layer
+// is pure and unit-tested on its own (tests/server/test_openai.cpp).
+//
+// Built only with the server packages (GLIA_HAVE_SERVER; nlohmann-json3-dev).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampler.h"
+
+namespace glia::server {
+
+using json = nlohmann::ordered_json;
+
+// An error reported to the client in OpenAI's shape:
+// {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;  // the offending field, "" for none
+    std::string code;   // machine-readable code, "" for none
+};
+[[noreturn]] void throw_api(int status, std::string message, std::string param = "", std::string code = "",
+                            std::string type = "");
+json error_json(const ApiError& e);
+// Dumps without throwing on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const json& j);
+
+enum class Endpoint { CHAT, COMPLETION };
+
+// One validated request, before tokenization.
+struct Job {
+    Endpoint endpoint = Endpoint::CHAT;
+    std::string model;                 // as given ("" when absent)
+    json messages;                     // chat: the messages array, as given
+    std::string prompt;                // completion: the prompt text
+    std::vector<int32_t> prompt_ids;   // completion: a prompt given as token ids
+    bool prompt_is_ids = false;
+    std::optional<int> max_tokens;     // max_tokens / max_completion_tokens
+    SamplerParams sampling;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;        // stream_options.include_usage
+    bool logprobs = false;
+    int top_logprobs = 0;              // 0..20
+    bool echo = false;                 // completion: prepend the prompt to the text
+    bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
+};
+
+// Parses and validates a request body. `defaults` gives the sampling values of fields
+// the request leaves out (the server's --temp, --top-k ... options). Throws ApiError
+// (400) for malformed JSON, wrong types or out-of-range values, naming the field.
+Job parse_request(const std::string& body, Endpoint endpoint, const SamplerParams& defaults);
+
+// The prompt text of a chat conversation for a model without a chat template:
+// "role: content\n" for every message, then "assistant:" as the generation prompt.
+std::string plain_chat_prompt(const json& messages);
+
+// One generated token with its log-probabilities, for the "logprobs" fields.
+struct TokenLogprob {
+    std::string text;   // the token's piece (bytes)
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;  // alternatives (piece, logprob)
+};
+
+struct Usage {
+    int prompt_tokens = 0, completion_tokens = 0;
+};
+json usage_json(const Usage& u);
+
+// Chat: choices[].logprobs = {"content": [{token, logprob, bytes, top_logprobs}]}.
+json chat_logprobs_json(const std::vector<TokenLogprob>& lp);
+// Completion (legacy): {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+json completion_logprobs_json(const std::vector<TokenLogprob>& lp, size_t text_offset0);
+
+// Identity of one response: "chatcmpl-..." / "cmpl-...", creation time, model id.
+struct ResponseId {
+    std::string id;
+    int64_t created = 0;
+    std::string model;
+};
+ResponseId new_response_id(Endpoint e, const std::string& model);
+
+// Whole (non-streaming) responses.
+json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u);
+json completion_response(const ResponseId& r, const std::string& text, const char* finish_reason,
+                         const std::vector<TokenLogprob>* logprobs, size_t text_offset0, const Usage& u);
+
+// Stream chunks. `finish_reason` null while running; `usage` only in the usage chunk.
+json chat_chunk(const ResponseId& r, const json& delta, const char* finish_reason,
+                const std::vector<TokenLogprob>* logprobs, bool include_usage_field);
+json completion_chunk(const ResponseId& r, const std::string& text, const char* finish_reason,
+                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field);
+// The final chunk of a stream with include_usage: empty choices and the usage.
+json usage_chunk(const ResponseId& r, Endpoint e, const Usage& u);
+
+}  // namespace glia::server

@@ -1,0 +1,536 @@
+#if GLIA_HAVE_SERVER
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+#include "server/openai.h"
+#include "server/text_stream.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/vocab.h"
+
+namespace glia::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Where the engine thread leaves a request's events; an HTTP thread takes them.
+struct Channel {
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<TokenEvent> events;
+    bool abandoned = false;  // the HTTP side is gone: the callback cancels
+
+    bool push(const TokenEvent& ev) {
+        {
+            std::lock_guard<std::mutex> lk(m);
+            if (abandoned) return false;
+            events.push_back(ev);
+        }
+        cv.notify_one();
+        return true;
+    }
+    // Waits until events are queued or `until`; returns what is queued.
+    std::deque<TokenEvent> wait(Clock::time_point until) {
+        std::unique_lock<std::mutex> lk(m);
+        cv.wait_until(lk, until, [&] { return !events.empty(); });
+        std::deque<TokenEvent> out;
+        out.swap(events);
+        return out;
+    }
+    void abandon() {
+        std::lock_guard<std::mutex> lk(m);
+        abandoned = true;
+    }
+};
+
+bool secure_equal(const std::string& a, const std::string& b) {
+    unsigned char d = a.size() == b.size() ? 0 : 1;
+    const size_t n = std::max(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+        const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+        d |= static_cast<unsigned char>(x ^ y);
+    }
+    return d == 0;
+}
+
+void set_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(dump(error_json(e)), "application/json");
+}
+
+std::string base_name(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+    Engine& engine;
+    const Model& model;
+    const tok::Vocab& vocab;
+    ServerOptions opt;
+    httplib::Server http;
+    int port = -1;
+    std::optional<tok::ChatTemplate> tmpl;
+    std::mutex tmpl_mutex;
+    std::string bos_text, eos_text;
+
+    std::atomic<int> active{0};  // generation requests in flight
+    std::mutex stats_mutex;
+    std::map<int, uint64_t> http_status_counts;
+    uint64_t rejected_by_server = 0;  // validation / limit errors on generation routes
+    uint64_t timeouts = 0, disconnects = 0;
+
+    Impl(Engine& e, const Model& m, ServerOptions o) : engine(e), model(m), vocab(m.vocab()), opt(std::move(o)) {
+        if (opt.max_concurrent <= 0) opt.max_concurrent = engine.options().n_parallel + engine.options().max_queue;
+        if (!opt.chat_template.empty()) tmpl.emplace(opt.chat_template);
+        bos_text = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
+        eos_text = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
+        setup();
+    }
+
+    void count_status(int status) {
+        std::lock_guard<std::mutex> lk(stats_mutex);
+        ++http_status_counts[status];
+    }
+
+    void setup() {
+        const int pool = opt.max_concurrent + 8;  // room for /health and /metrics under load
+        http.new_task_queue = [pool] { return new httplib::ThreadPool(static_cast<size_t>(pool)); };
+        http.set_payload_max_length(opt.max_body);
+        const auto idle = std::chrono::milliseconds(static_cast<long long>(opt.idle_timeout_s * 1000));
+        http.set_read_timeout(idle);
+        http.set_write_timeout(idle);
+        http.set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(opt.idle_timeout_s)));
+        http.set_keep_alive_max_count(1000);
+        http.set_tcp_nodelay(true);
+
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+            const std::string auth = req.get_header_value("Authorization");
+            const std::string prefix = "Bearer ";
+            if (auth.empty()) {
+                set_error(res, {401, "missing API key: send 'Authorization: Bearer KEY' (the server was started with --api-key)",
+                                "authentication_error", "", "missing_api_key"});
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            if (auth.rfind(prefix, 0) != 0 || !secure_equal(auth.substr(prefix.size()), opt.api_key)) {
+                set_error(res, {401, "invalid API key", "authentication_error", "", "invalid_api_key"});
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            return httplib::Server::HandlerResponse::Unhandled;
+        });
+        http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (!res.body.empty()) return;
+            ApiError e;
+            e.status = res.status;
+            if (res.status == 404) {
+                e.message = "no route " + req.method + " " + req.path +
+                            " (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics)";
+                e.type = "not_found_error";
+                e.code = "unknown_route";
+            } else if (res.status == 413) {
+                e.message = "the request body is larger than the server's limit of " + std::to_string(opt.max_body) +
+                            " bytes (--max-body)";
+                e.code = "body_too_large";
+            } else if (res.status == 400) {
+                e.message = "malformed HTTP request";
+            } else {
+                e.message = "HTTP error " + std::to_string(res.status);
+            }
+            set_error(res, e);
+        });
+        http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+            std::string what = "unknown error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            set_error(res, {500, "internal server error: " + what, "server_error", "", ""});
+        });
+        http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+            count_status(res.status);
+            if (opt.verbose) std::fprintf(stderr, "glia serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+        });
+
+        http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+            const EngineStats s = engine.stats();
+            json j = {{"status", "ok"}, {"model", opt.model_id}, {"running", s.running}, {"waiting", s.waiting}};
+            res.set_content(dump(j), "application/json");
+        });
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics(), "text/plain; version=0.0.4");
+        });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_json()})}}), "application/json");
+        });
+        http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            if (!known_model(req.matches[1])) {
+                set_error(res, unknown_model(req.matches[1]));
+                return;
+            }
+            res.set_content(dump(model_json()), "application/json");
+        });
+        http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            generate(req, res, Endpoint::CHAT);
+        });
+        http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            generate(req, res, Endpoint::COMPLETION);
+        });
+    }
+
+    json model_json() const {
+        return json{{"id", opt.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "glia"}};
+    }
+
+    bool known_model(const std::string& m) const {
+        return m.empty() || m == opt.model_id || m == opt.model_path || m == base_name(opt.model_path);
+    }
+
+    ApiError unknown_model(const std::string& m) const {
+        return {404, "the model '" + m + "' does not exist; this server serves '" + opt.model_id + "'", "invalid_request_error",
+                "model", "model_not_found"};
+    }
+
+    std::string metrics() {
+        const EngineStats s = engine.stats();
+        std::ostringstream o;
+        auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+            o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
+        };
+        uint64_t rejected, timeouts_, disconnects_;
+        std::map<int, uint64_t> statuses;
+        {
+            std::lock_guard<std::mutex> lk(stats_mutex);
+            rejected = rejected_by_server;
+            timeouts_ = timeouts;
+            disconnects_ = disconnects;
+            statuses = http_status_counts;
+        }
+        metric("glia_requests_total", "counter", "Generation requests accepted by the engine.", s.requests_total);
+        metric("glia_requests_finished_total", "counter", "Generation requests that finished (stop or length).", s.requests_finished);
+        metric("glia_requests_cancelled_total", "counter", "Generation requests cancelled (client gone, stop string, timeout).",
+               s.requests_cancelled);
+        metric("glia_requests_rejected_total", "counter",
+               "Generation requests refused (invalid, too long, queue full, over the concurrency limit).",
+               s.requests_rejected + rejected);
+        metric("glia_requests_timed_out_total", "counter", "Generation requests cancelled by the --timeout limit.", timeouts_);
+        metric("glia_client_disconnects_total", "counter", "Generation requests whose client went away.", disconnects_);
+        metric("glia_prompt_tokens_total", "counter", "Prompt tokens processed.", s.prompt_tokens_total);
+        metric("glia_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens_total);
+        metric("glia_queue_depth", "gauge", "Requests waiting for a slot.", s.waiting);
+        metric("glia_requests_running", "gauge", "Requests being decoded.", s.running);
+        metric("glia_http_requests_in_flight", "gauge", "Generation requests held by HTTP threads.", active.load());
+        metric("glia_decode_tokens_per_second", "gauge", "Recent generation throughput over all sequences.",
+               s.decode_tokens_per_second);
+        metric("glia_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", s.kv_blocks_used);
+        metric("glia_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.", s.kv_blocks_total);
+        o << "# HELP glia_http_responses_total HTTP responses by status code.\n# TYPE glia_http_responses_total counter\n";
+        for (const auto& [code, n] : statuses) o << "glia_http_responses_total{code=\"" << code << "\"} " << n << '\n';
+        return o.str();
+    }
+
+    // The prompt's token ids.
+    std::vector<int32_t> prompt_tokens(const Job& job) {
+        if (job.endpoint == Endpoint::COMPLETION) {
+            if (job.prompt_is_ids) {
+                for (size_t i = 0; i < job.prompt_ids.size(); ++i)
+                    if (job.prompt_ids[i] >= vocab.n_tokens())
+                        throw_api(400, "'prompt[" + std::to_string(i) + "]' = " + std::to_string(job.prompt_ids[i]) +
+                                           " is not a token id (the vocabulary has " + std::to_string(vocab.n_tokens()) + ")",
+                                  "prompt", "invalid_value");
+                return job.prompt_ids;
+            }
+            return vocab.tokenize(job.prompt, true, true);
+        }
+        std::string text;
+        if (tmpl) {
+            jinja::Value conv;
+            try {
+                conv = jinja::Value::parse_json(job.messages.dump());
+            } catch (const std::exception& e) {
+                throw_api(400, std::string("'messages' could not be read: ") + e.what(), "messages", "invalid_value");
+            }
+            try {
+                std::lock_guard<std::mutex> lk(tmpl_mutex);
+                text = tmpl->render(conv, bos_text, eos_text, true);
+            } catch (const std::exception& e) {
+                throw_api(400, std::string("the model's chat template failed on these messages: ") + e.what(), "messages",
+                          "template_error");
+            }
+        } else {
+            text = plain_chat_prompt(job.messages);
+        }
+        std::vector<int32_t> ids = vocab.tokenize(text, false, true);
+        if (vocab.add_bos() && vocab.bos() >= 0 && (ids.empty() || ids[0] != vocab.bos())) ids.insert(ids.begin(), vocab.bos());
+        return ids;
+    }
+
+    void reject(httplib::Response& res, const ApiError& e) {
+        {
+            std::lock_guard<std::mutex> lk(stats_mutex);
+            ++rejected_by_server;
+        }
+        set_error(res, e);
+    }
+
+    void generate(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+        // A slot among the concurrent requests, held until the response is written.
+        struct Slot {
+            std::atomic<int>& n;
+            explicit Slot(std::atomic<int>& c) : n(c) { ++n; }
+            ~Slot() { --n; }
+        };
+        auto slot = std::make_shared<Slot>(active);
+        try {
+            if (active.load() > opt.max_concurrent)
+                throw_api(503, "the server is busy: " + std::to_string(opt.max_concurrent) +
+                                   " requests are in flight (--max-concurrent); retry later",
+                          "", "server_busy");
+            Job job = parse_request(req.body, ep, opt.defaults);
+            if (!known_model(job.model)) throw unknown_model(job.model);
+            const char* prompt_field = ep == Endpoint::CHAT ? "messages" : "prompt";
+            std::vector<int32_t> ids = prompt_tokens(job);
+            const int n_ctx = engine.options().n_ctx;
+            const int n_prompt = static_cast<int>(ids.size());
+            if (ids.empty()) throw_api(400, "the prompt is empty", prompt_field, "invalid_value");
+            if (n_prompt >= n_ctx)
+                throw_api(400, "the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
+                                   std::to_string(n_ctx) + " (-c); shorten the prompt",
+                          prompt_field, "context_length_exceeded");
+            int max_tokens;
+            if (job.max_tokens) {
+                max_tokens = *job.max_tokens;
+                const char* f = "max_tokens";
+                if (max_tokens > opt.max_tokens_limit)
+                    throw_api(400, "'max_tokens' is " + std::to_string(max_tokens) + " but this server allows at most " +
+                                       std::to_string(opt.max_tokens_limit) + " per request (--max-tokens-limit)",
+                              f, "invalid_value");
+                if (n_prompt + max_tokens > n_ctx)
+                    throw_api(400, "the prompt (" + std::to_string(n_prompt) + " tokens) plus 'max_tokens' (" +
+                                       std::to_string(max_tokens) + ") is more than the context of " + std::to_string(n_ctx) +
+                                       " tokens; lower max_tokens to at most " + std::to_string(n_ctx - n_prompt),
+                              f, "context_length_exceeded");
+            } else {
+                max_tokens = std::min(opt.max_tokens_limit, n_ctx - n_prompt);
+            }
+
+            GenerationRequest gr;
+            gr.prompt = std::move(ids);
+            gr.max_tokens = max_tokens;
+            gr.sampling = job.sampling;
+            gr.top_logprobs = job.logprobs ? job.top_logprobs : 0;
+            gr.ignore_eos = job.ignore_eos;
+            auto ch = std::make_shared<Channel>();
+            uint64_t id;
+            try {
+                id = engine.submit(std::move(gr), [ch](const TokenEvent& ev) { return ch->push(ev); });
+            } catch (const QueueFull& e) {
+                throw_api(503, std::string("the server is busy: ") + e.what() + "; retry later", "", "queue_full");
+            } catch (const glia::Error& e) {
+                throw_api(400, e.what(), prompt_field, "invalid_request");
+            }
+            auto run = std::make_shared<Run>(*this, std::move(job), ch, id, n_prompt, std::move(slot));
+            if (run->job.stream) {
+                res.set_header("Cache-Control", "no-cache");
+                res.set_header("X-Accel-Buffering", "no");
+                res.set_chunked_content_provider("text/event-stream", [run](size_t, httplib::DataSink& sink) {
+                    return run->serve(sink);  // one call serves the whole stream
+                });
+            } else {
+                res.set_chunked_content_provider("application/json", [run](size_t, httplib::DataSink& sink) {
+                    return run->serve(sink);
+                });
+            }
+        } catch (const ApiError& e) {
+            reject(res, e);
+        }
+    }
+
+    // One accepted request: drains its events, writes to the client.
+    struct Run {
+        Impl& s;
+        Job job;
+        std::shared_ptr<Channel> ch;
+        uint64_t id;
+        int n_prompt;
+        std::shared_ptr<void> slot;
+        ResponseId rid;
+        TextStream text;
+        Clock::time_point deadline;
+        bool finished = false;  // the engine's last event was seen, or we cancelled
+        int n_generated = 0;
+
+        Run(Impl& srv, Job j, std::shared_ptr<Channel> c, uint64_t i, int np, std::shared_ptr<void> sl)
+            : s(srv), job(std::move(j)), ch(std::move(c)), id(i), n_prompt(np), slot(std::move(sl)),
+              rid(new_response_id(job.endpoint, srv.opt.model_id)), text(job.stop),
+              deadline(Clock::now() + std::chrono::milliseconds(static_cast<long long>(srv.opt.timeout_s * 1000))) {}
+        ~Run() { cancel(); }
+
+        void cancel() {
+            if (finished) return;
+            finished = true;
+            ch->abandon();
+            s.engine.cancel(id);
+        }
+
+        TokenLogprob logprob_of(const TokenEvent& ev) const {
+            TokenLogprob t;
+            t.text = s.vocab.token_to_piece(ev.token, false);
+            t.logprob = ev.logprob;
+            for (const auto& [tid, lp] : ev.top) t.top.emplace_back(s.vocab.token_to_piece(tid, false), lp);
+            return t;
+        }
+
+        bool write(httplib::DataSink& sink, const std::string& data) { return sink.write(data.data(), data.size()); }
+        bool write_event(httplib::DataSink& sink, const json& j) { return write(sink, "data: " + dump(j) + "\n\n"); }
+
+        // Writes the whole response; true when it was complete (sink.done() called).
+        bool serve(httplib::DataSink& sink) {
+            const bool stream = job.stream;
+            const bool chat = job.endpoint == Endpoint::CHAT;
+            std::string echo = (!chat && job.echo && !job.prompt_is_ids) ? job.prompt : "";
+            std::vector<TokenLogprob> all_lp;
+            const char* finish_reason = nullptr;
+            std::optional<ApiError> error;
+            size_t text_offset = echo.size();  // completion logprobs: offset of the next token's text
+            bool ok = true;
+
+            if (stream) {
+                if (chat) ok = write_event(sink, chat_chunk(rid, json{{"role", "assistant"}, {"content", ""}}, nullptr,
+                                                            job.logprobs ? &all_lp : nullptr, job.include_usage));
+                else if (!echo.empty())
+                    ok = write_event(sink, completion_chunk(rid, echo, nullptr, nullptr, 0, job.include_usage));
+            }
+            while (ok && !finish_reason && !error) {
+                const auto now = Clock::now();
+                if (now >= deadline) {
+                    cancel();
+                    std::lock_guard<std::mutex> lk(s.stats_mutex);
+                    ++s.timeouts;
+                    error = ApiError{504, "the request took longer than the server's limit of " + json(s.opt.timeout_s).dump() +
+                                              " s (--timeout) and was cancelled",
+                                     "server_error", "", "timeout"};
+                    break;
+                }
+                std::deque<TokenEvent> events = ch->wait(std::min(deadline, now + std::chrono::milliseconds(100)));
+                if (!sink.is_writable()) {
+                    ok = false;
+                    break;
+                }
+                std::vector<TokenLogprob> lps;
+                for (const TokenEvent& ev : events) {
+                    if (finish_reason) break;
+                    if (ev.token >= 0) {
+                        ++n_generated;
+                        if (job.logprobs) lps.push_back(logprob_of(ev));
+                        if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
+                            finish_reason = "stop";
+                            cancel();  // a stop string: the engine need not go on
+                            break;
+                        }
+                    }
+                    n_generated = std::max(n_generated, ev.n_generated);
+                    if (ev.done) {
+                        finished = true;
+                        if (ev.finish == FinishReason::STOP) finish_reason = "stop";
+                        else if (ev.finish == FinishReason::LENGTH) finish_reason = "length";
+                        else if (ev.finish == FinishReason::ERROR)
+                            error = ApiError{500, "generation failed: " + ev.error, "server_error", "", "generation_error"};
+                        else
+                            error = ApiError{503, "the request was cancelled by the server (shutting down)", "server_error", "",
+                                             "cancelled"};
+                    }
+                }
+                if (stream) {
+                    const std::string delta = text.take(finish_reason != nullptr);
+                    if (!delta.empty() || !lps.empty()) {
+                        const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
+                        ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
+                                  : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage));
+                        text_offset += delta.size();
+                    }
+                } else {
+                    for (auto& t : lps) all_lp.push_back(std::move(t));
+                }
+            }
+            if (!ok) {  // the client went away
+                cancel();
+                std::lock_guard<std::mutex> lk(s.stats_mutex);
+                ++s.disconnects;
+                return false;
+            }
+            const Usage usage{n_prompt, n_generated};
+            if (error) {
+                if (stream) {
+                    write_event(sink, error_json(*error));
+                    write(sink, "data: [DONE]\n\n");
+                } else {
+                    write(sink, dump(error_json(*error)));
+                }
+                sink.done();
+                return true;
+            }
+            if (stream) {
+                const json empty = json::object();
+                if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
+                else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
+                if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, usage));
+                if (ok) ok = write(sink, "data: [DONE]\n\n");
+            } else {
+                const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
+                const json body = chat ? chat_response(rid, text.text(), finish_reason, lp, usage)
+                                       : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+                ok = write(sink, dump(body));
+            }
+            if (ok) sink.done();
+            return ok;
+        }
+    };
+};
+
+HttpServer::HttpServer(Engine& engine, const Model& model, ServerOptions opt)
+    : impl_(std::make_unique<Impl>(engine, model, std::move(opt))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::bind() {
+    Impl& s = *impl_;
+    if (s.opt.port == 0) {
+        s.port = s.http.bind_to_any_port(s.opt.host);
+        if (s.port < 0) fail("cannot listen on ", s.opt.host, " (any port); check --host");
+    } else {
+        if (!s.http.bind_to_port(s.opt.host, s.opt.port))
+            fail("cannot listen on ", s.opt.host, ":", s.opt.port, " (is the port in use? pick another with --port)");
+        s.port = s.opt.port;
+    }
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop() {
+    if (impl_ && impl_->http.is_running()) impl_->http.stop();
+}
+
+}  // namespace glia::server
+#endif  // GLIA_HAVE_SERVER

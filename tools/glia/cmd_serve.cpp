@@ -1,0 +1,136 @@
+// glia serve: an OpenAI-compatible HTTP server over the continuous-batching engine.
+// The HTTP layer lives in src/server/ and is built when cpp-httplib and nlohmann-json
+// are installed (GLIA_HAVE_SERVER); without them the command says what to install.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <pthread.h>
+#include <thread>
+
+#include "command.h"
+#include "common.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+#if GLIA_HAVE_SERVER
+#include "server/server.h"
+#endif
+#include "tokenizer/chat_template.h"
+
+namespace glia::cli {
+namespace {
+
+int cmd_serve(const std::vector<std::string>& argv) {
+    Args a("serve", "MODEL [--host H] [--port P] [--api-key K] [-c CTX] [--parallel N] [options]\n\n"
+                    "Serves the model over an OpenAI-compatible HTTP API:\n"
+                    "  POST /v1/chat/completions   messages rendered with the model's chat template\n"
+                    "  POST /v1/completions        a prompt string (or token ids)\n"
+                    "  GET  /v1/models, GET /health, GET /metrics (Prometheus text)\n"
+                    "Streaming (\"stream\": true) uses Server-Sent Events ending in 'data: [DONE]'.\n"
+                    "A model without a chat template renders chat messages as 'role: content' lines\n"
+                    "followed by 'assistant:'. Listens on 127.0.0.1 unless --host says otherwise;\n"
+                    "with --api-key every /v1 route needs 'Authorization: Bearer KEY'.\n"
+                    "Sampling options set the defaults of fields a request leaves out");
+    a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
+        .opt("--host", "ADDR", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
+        .opt("--port", "N", "TCP port (0 = any free port, printed at start)", "8080")
+        .opt("--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (also $GLIA_API_KEY)")
+        .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
+        .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
+                                   "(prompt + max_tokens) may use", "4096")
+        .opt("-np,--parallel", "N", "sequences decoded together at most", "4")
+        .opt("--max-queue", "N", "requests waiting beyond the running ones (503 beyond)", "64")
+        .opt("--max-concurrent", "N", "generation requests in flight at most, waiting or running (503 beyond; "
+                                      "0 = parallel + max-queue)", "0")
+        .opt("--block-size", "N", "KV-cache block size in tokens", "16")
+        .opt("--prefill-chunk", "N", "prompt tokens per sequence per step", "256")
+        .opt("--max-body", "BYTES", "request body limit (413 beyond)", "1048576")
+        .opt("--max-tokens-limit", "N", "generated tokens per request at most (400 beyond); also the default max_tokens",
+             "4096")
+        .opt("--timeout", "S", "total seconds one request may take before it is cancelled", "600")
+        .opt("--idle-timeout", "S", "seconds a connection may stay idle (reading, writing, keep-alive)", "30")
+        .opt("--template", "FILE", "use this .jinja chat template instead of the model's")
+        .flag("--no-template", "ignore the model's chat template (plain role-prefixed prompts)");
+    add_sampling_options(a);
+    a.flag("-v,--verbose", "log every request on stderr");
+    if (!a.parse(argv)) return 0;
+
+#if !GLIA_HAVE_SERVER
+    fail("this glia was built without the HTTP server; install libcpp-httplib-dev and nlohmann-json3-dev "
+         "(scripts/setup.sh does) and rebuild");
+#else
+    auto positive = [&](const char* name, long long lo) {
+        const long long v = a.integer(name);
+        if (v < lo) fail(name, " must be at least ", lo, ", got ", v);
+        return v;
+    };
+    const std::string path = model_path(a);
+    auto model = load_model(path);
+
+    server::ServerOptions so;
+    so.host = a.str("--host");
+    so.port = static_cast<int>(a.integer("--port"));
+    if (so.port < 0 || so.port > 65535) fail("--port must be in 0..65535, got ", so.port);
+    so.api_key = a.str("--api-key");
+    if (so.api_key.empty())
+        if (const char* k = std::getenv("GLIA_API_KEY")) so.api_key = k;
+    so.max_body = static_cast<size_t>(positive("--max-body", 1));
+    so.max_tokens_limit = static_cast<int>(positive("--max-tokens-limit", 1));
+    so.max_concurrent = static_cast<int>(positive("--max-concurrent", 0));
+    so.timeout_s = a.number("--timeout");
+    so.idle_timeout_s = a.number("--idle-timeout");
+    if (!(so.timeout_s > 0)) fail("--timeout must be positive");
+    if (!(so.idle_timeout_s > 0)) fail("--idle-timeout must be positive");
+    so.model_path = path;
+    so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
+    so.defaults = sampling_params(a);
+    so.verbose = a.has("-v");
+    if (a.has("--template")) so.chat_template = read_file(a.str("--template"));
+    else if (!a.has("--no-template")) so.chat_template = tok::chat_template(model->file());
+    if (so.chat_template.empty())
+        std::fprintf(stderr, "glia serve: '%s' has no chat template; chat messages are rendered as 'role: content' lines "
+                             "followed by 'assistant:' (pass --template FILE.jinja to use one)\n", path.c_str());
+
+    EngineOptions eo;
+    eo.n_ctx = static_cast<int>(positive("-c", 16));
+    eo.n_parallel = static_cast<int>(positive("--parallel", 1));
+    eo.n_threads = static_cast<int>(positive("-t", 0));
+    eo.block_size = static_cast<int>(positive("--block-size", 1));
+    eo.max_queue = static_cast<int>(positive("--max-queue", 0));
+    eo.prefill_chunk = static_cast<int>(positive("--prefill-chunk", 1));
+
+    // SIGINT/SIGTERM stop the server from a thread of our own (not a signal handler);
+    // a client that goes away must not kill the process with SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);  // inherited by every thread started below
+
+    Engine engine(*model, eo);
+    server::HttpServer http(engine, *model, so);
+    http.bind();
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        if (sig != 0) http.stop();
+    });
+    std::fprintf(stderr, "glia serve: listening on http://%s:%d (model '%s', context %d, parallel %d%s)\n",
+                 so.host.c_str(), http.port(), so.model_id.c_str(), eo.n_ctx, eo.n_parallel,
+                 so.api_key.empty() ? "" : ", API key required");
+    std::fflush(stderr);
+    http.run();
+    // A stop() by other means than a signal: wake the waiter.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    std::fprintf(stderr, "glia serve: stopped\n");
+    return 0;
+#endif
+}
+
+const Command reg{"serve", "serve the model over an OpenAI-compatible HTTP API", cmd_serve};
+
+}  // namespace
+}  // namespace glia::cli
