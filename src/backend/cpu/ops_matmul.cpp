@@ -1,48 +1,124 @@
 // MATMUL: out[N, T] = W[K, N] . x[K, T], straight from the weight's blocks.
+//
 // The activations are first converted to the weight type's vec_dot_type (Q8_0, Q8_K,
-// F16 ...), as the reference does, then each (row, token) is one vec_dot.
+// F16 ...), as the reference does, with the SIMD quantizer of simd/ (bit-identical to the
+// scalar one). Then one of two paths:
+//  - few tokens (decode, small batches): memory-bound. Threads take contiguous row
+//    ranges, so each weight byte is streamed once per token from DRAM by exactly one core;
+//    row tiles of 16 are reused across the tokens while they are in L1.
+//  - many tokens (prefill): compute-bound. Each thread packs a panel of 32 rows (simd
+//    Gemm), then runs the VNNI micro-kernel over all tokens, slice by slice of K so the
+//    packed slice stays in L1 while the tokens stream past it.
 #include <algorithm>
+#include <memory>
+#include <new>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd/matmul.h"
+#include "backend/cpu/simd/simd.h"
 #include "core/error.h"
-#include "quant/quant.h"
 
 namespace glia::cpu {
+namespace {
 
-void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch) {
-    const Tensor& w = *n.src[0];
-    const Tensor& x = *n.src[1];
-    Tensor& out = *n.out;
-    const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
-    const quant::TypeTraits& tr = quant::traits(w.type);
-    if (!tr.vec_dot) fail("matmul: no dot product for weight type ", dtype_name(w.type), " ('", w.name, "')");
-
-    const void* act = x.data;
-    size_t act_row = x.nb[1];
-    if (tr.vec_dot_type != DType::F32) {
-        act_row = row_bytes(tr.vec_dot_type, K);
-        if (scratch.size() < act_row * T) scratch.resize(act_row * T);
-        pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
-            for (int64_t t = t0; t < t1; ++t)
-                quant::quantize_act_row(tr.vec_dot_type, reinterpret_cast<const float*>(x.row(t)),
-                                    scratch.data() + t * act_row, K);
-        });
-        act = scratch.data();
+// A per-thread, 64-byte aligned buffer that only grows (no allocation in steady state).
+struct AlignedBuffer {
+    struct Free { void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(64)); } };
+    std::unique_ptr<uint8_t, Free> p;
+    size_t size = 0;
+    uint8_t* get(size_t n) {
+        if (n > size) {
+            p.reset(static_cast<uint8_t*>(::operator new(n, std::align_val_t(64))));
+            size = n;
+        }
+        return p.get();
     }
-    const auto* actb = static_cast<const uint8_t*>(act);
-    float* y = out.ptr<float>();
-    // Rows in small tiles so a tile of weights stays in cache across all tokens.
+};
+
+uint8_t* panel_buffer(size_t n) {
+    thread_local AlignedBuffer buf;
+    return buf.get(n);
+}
+
+}  // namespace
+
+bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
+    return kk.gemm && T >= kGemmMinTokens && K % 256 == 0;
+}
+
+MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_row, int64_t K, int64_t T,
+                         std::vector<uint8_t>& scratch, ThreadPool& pool) {
+    MatmulAct a;
+    if (kk.act_type == DType::F32) {
+        a.act = reinterpret_cast<const uint8_t*>(x);
+        a.act_row = x_row;
+        return a;
+    }
+    a.act_row = row_bytes(kk.act_type, K);
+    a.side_row = matmul_uses_gemm(kk, K, T) ? kk.gemm->side_bytes(K) : 0;
+    const size_t need = (a.act_row + a.side_row) * size_t(T);
+    if (scratch.size() < need) scratch.resize(need);
+    uint8_t* qa = scratch.data();
+    uint8_t* side = qa + a.act_row * T;
+    const auto* xb = reinterpret_cast<const uint8_t*>(x);
+    pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            kk.quantize_act(reinterpret_cast<const float*>(xb + t * x_row), qa + t * a.act_row, K);
+            if (a.side_row) kk.gemm->prepare(qa + t * a.act_row, K, side + t * a.side_row);
+        }
+    });
+    a.act = qa;
+    a.side = a.side_row ? side : nullptr;
+    return a;
+}
+
+void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool) {
+    if (matmul_uses_gemm(kk, K, T)) {
+        const simd::Gemm& g = *kk.gemm;
+        const int64_t P = g.panel_rows;
+        const int64_t n_panels = (N + P - 1) / P;
+        const size_t pbytes = g.panel_bytes(K);
+        pool.parallel_for(n_panels, [&](int64_t b, int64_t e) {
+            uint8_t* panel = panel_buffer(pbytes);
+            for (int64_t ip = b; ip < e; ++ip) {
+                const int64_t r0 = ip * P;
+                const int nr = static_cast<int>(std::min(P, N - r0));
+                g.pack(w + r0 * w_stride, w_stride, nr, K, panel);
+                for (int64_t k0 = 0; k0 < K; k0 += kGemmSliceK) {
+                    const int64_t kc = std::min(kGemmSliceK, K - k0);
+                    g.compute(panel + g.panel_bytes(k0), nr, kc, a.act + row_bytes(kk.act_type, k0), a.act_row,
+                              a.side ? a.side + g.side_bytes(k0) : nullptr, a.side_row, static_cast<int>(T),
+                              y + r0, static_cast<size_t>(N), k0 > 0);
+                }
+            }
+        });
+        return;
+    }
+    // Rows in tiles of 16 so a tile of weights stays in cache across all tokens.
     constexpr int64_t kTile = 16;
     const int64_t n_tiles = (N + kTile - 1) / kTile;
     pool.parallel_for(n_tiles, [&](int64_t b, int64_t e) {
         for (int64_t tile = b; tile < e; ++tile) {
             const int64_t r0 = tile * kTile, r1 = std::min(N, r0 + kTile);
             for (int64_t t = 0; t < T; ++t) {
-                const uint8_t* a = actb + t * act_row;
-                for (int64_t r = r0; r < r1; ++r) tr.vec_dot(K, &y[t * N + r], w.row(r), a);
+                const uint8_t* act = a.act + t * a.act_row;
+                for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w + r * w_stride, act);
             }
         }
     });
+}
+
+void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch) {
+    const Tensor& w = *n.src[0];
+    const Tensor& x = *n.src[1];
+    Tensor& out = *n.out;
+    const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
+    if (!quant::traits(w.type).vec_dot)
+        fail("matmul: no dot product for weight type ", dtype_name(w.type), " ('", w.name, "')");
+    const simd::TypeKernels& kk = simd::kernels(w.type);
+    const MatmulAct a = matmul_prepare(kk, x.ptr<float>(), x.nb[1], K, T, scratch, pool);
+    matmul_compute(kk, w.row(0), w.nb[1], K, N, a, T, out.ptr<float>(), pool);
 }
 
 }  // namespace glia::cpu

@@ -1,15 +1,39 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes
 // part as worker 0; parallel_for returns when every worker has finished its share.
+//
+// Dispatch is a generation counter, not a mutex: workers spin briefly on it (an op in a
+// decode step follows the previous one within microseconds), then sleep on it
+// (std::atomic wait, a futex on Linux); the spin budget adapts to how often spinning
+// pays off. The caller only issues a wake-up system call when some worker is actually
+// asleep. Completion is a countdown the caller waits on the same way. Jobs are passed as
+// non-owning references: no allocation per call.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <mutex>
+#include <memory>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace glia::cpu {
+
+// A non-owning reference to a callable (valid for the duration of the call it is passed to).
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+public:
+    template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+    FunctionRef(F&& f)  // NOLINT(google-explicit-constructor)
+        : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+          call_([](void* o, A... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...); }) {}
+    R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+private:
+    void* obj_;
+    R (*call_)(void*, A...);
+};
 
 class ThreadPool {
 public:
@@ -19,21 +43,23 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
-    // fn(ith, nth): every worker runs fn once with its index.
-    void run(const std::function<void(int ith, int nth)>& fn);
+    // fn(ith, nth): every worker runs fn once with its index. Not reentrant: fn must not
+    // call run/parallel_for on the same pool.
+    void run(FunctionRef<void(int ith, int nth)> fn);
     // Splits [0, n) into contiguous ranges, one per worker: fn(begin, end).
-    void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+    void parallel_for(int64_t n, FunctionRef<void(int64_t begin, int64_t end)> fn);
 
 private:
     void worker(int ith);
     int n_threads_;
     std::vector<std::thread> threads_;
-    std::mutex mu_;
-    std::condition_variable cv_start_, cv_done_;
-    const std::function<void(int, int)>* job_ = nullptr;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
+    const FunctionRef<void(int, int)>* job_ = nullptr;
+    alignas(64) std::atomic<uint32_t> generation_{0};
+    alignas(64) std::atomic<int> pending_{0};
+    alignas(64) std::atomic<int> sleepers_{0};
+    std::atomic<bool> caller_sleeping_{false};
+    std::atomic<bool> stop_{false};
+    int caller_spin_ = 1 << 10;  // adaptive spin budget of the calling thread
 };
 
 }  // namespace glia::cpu

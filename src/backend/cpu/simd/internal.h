@@ -1,0 +1,36 @@
+// Per-level kernel declarations, internal to src/backend/cpu/simd. The public entry point
+// is the table in simd.h.
+#pragma once
+#include <cstdint>
+
+#include "backend/cpu/simd/simd.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define GLIA_SIMD_X86 1
+// Per-function targets: the translation units are compiled for baseline x86-64.
+#define GLIA_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
+#define GLIA_TARGET_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,bmi2")))
+#endif
+
+namespace glia::cpu::simd {
+
+#define GLIA_SIMD_LEVEL_DECLS                                                \
+    void vec_dot_f32(int64_t n, float* s, const void* w, const void* a);     \
+    void vec_dot_f16(int64_t n, float* s, const void* w, const void* a);     \
+    void vec_dot_q4_0(int64_t n, float* s, const void* w, const void* a);    \
+    void vec_dot_q8_0(int64_t n, float* s, const void* w, const void* a);    \
+    void vec_dot_q4_k(int64_t n, float* s, const void* w, const void* a);    \
+    void vec_dot_q5_k(int64_t n, float* s, const void* w, const void* a);    \
+    void vec_dot_q6_k(int64_t n, float* s, const void* w, const void* a);    \
+    void quantize_act_q8_0(const float* x, void* dst, int64_t n);            \
+    void quantize_act_q8_k(const float* x, void* dst, int64_t n);
+
+namespace avx2 { GLIA_SIMD_LEVEL_DECLS }
+namespace avx512 {
+GLIA_SIMD_LEVEL_DECLS
+extern const Gemm gemm_q4_k, gemm_q5_k, gemm_q6_k, gemm_q8_0, gemm_q4_0;
+}  // namespace avx512
+#undef GLIA_SIMD_LEVEL_DECLS
+
+}  // namespace glia::cpu::simd

@@ -1,0 +1,266 @@
+// SIMD kernels against the scalar references of src/quant: row dot products within a
+// tight relative tolerance, activation quantizers bit-identical, and the matmul driver
+// (row path and packed GEMM path) against a plain loop of scalar dot products.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/simd/matmul.h"
+#include "backend/cpu/simd/simd.h"
+#include "backend/cpu/threadpool.h"
+#include "core/f16.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace glia {
+namespace {
+
+using cpu::simd::Isa;
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                        DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+
+std::vector<Isa> simd_levels() {
+    std::vector<Isa> v;
+    for (Isa isa : {Isa::Avx2, Isa::Avx512})
+        if (cpu::simd::isa_supported(isa)) v.push_back(isa);
+    return v;
+}
+
+std::string label(DType t, Isa isa) { return std::string(dtype_name(t)) + "/" + cpu::simd::isa_name(isa); }
+
+// Random floats: mostly Gaussian, some rows with outliers and some with exact zeros.
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, int flavour) {
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = g(rng);
+    if (flavour == 1)
+        for (int64_t i = 0; i < n; i += 37) v[i] *= 30.f;
+    if (flavour == 2)
+        for (int64_t i = 0; i < n; i += 3) v[i] = 0.f;
+    if (flavour == 3)  // a whole leading block of zeros
+        for (int64_t i = 0; i < std::min<int64_t>(n, 256); ++i) v[i] = 0.f;
+    return v;
+}
+
+std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
+    std::vector<uint8_t> q(row_bytes(t, int64_t(x.size())));
+    quant::quantize_row(t, x.data(), q.data(), int64_t(x.size()));
+    return q;
+}
+
+// Random block bytes with valid small scales: exercises every nibble/scale pattern,
+// including Q8_0 weights of -128, which no quantizer writes.
+std::vector<uint8_t> random_blocks(std::mt19937& rng, DType t, int64_t n) {
+    std::vector<uint8_t> q(row_bytes(t, n));
+    for (auto& b : q) b = uint8_t(rng());
+    const int64_t nb = n / dtype_info(t).block_size;
+    const size_t ts = dtype_info(t).type_size;
+    std::uniform_real_distribution<float> u(0.001f, 0.05f);
+    auto set_half = [&](uint8_t* p) { const uint16_t h = f32_to_f16(u(rng)); std::memcpy(p, &h, 2); };
+    for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* b = q.data() + i * ts;
+        switch (t) {
+            case DType::Q4_0: case DType::Q8_0: set_half(b); break;
+            case DType::Q4_K: case DType::Q5_K: set_half(b); set_half(b + 2); break;
+            case DType::Q6_K: set_half(b + offsetof(quant::BlockQ6_K, d)); break;
+            default: return quantize(t, random_floats(rng, n, 0));
+        }
+    }
+    return q;
+}
+
+// sum |w_i * a_i| of the dequantized rows: the scale of the rounding error of any order
+// of summation.
+double abs_dot(DType wt, const uint8_t* w, DType at, const uint8_t* a, int64_t n) {
+    std::vector<float> x(n), y(n);
+    quant::dequantize_row(wt, w, x.data(), n);
+    quant::dequantize_row(at, a, y.data(), n);
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(double(x[i]) * double(y[i]));
+    return s;
+}
+
+std::vector<int64_t> lengths(DType t) {
+    const int64_t bs = dtype_info(t).block_size;
+    if (bs == 1) return {1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 257, 1000, 4096};
+    std::vector<int64_t> v;
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 16, 33}) v.push_back(m * bs);
+    return v;
+}
+
+TEST(SimdTable, BestIsaIsSupportedAndEveryTypeHasKernels) {
+    EXPECT_TRUE(cpu::simd::isa_supported(cpu::simd::best_isa()));
+    EXPECT_TRUE(cpu::simd::isa_supported(Isa::Scalar));
+    for (int l = 0; l < cpu::simd::kIsaCount; ++l)
+        for (DType t : kTypes) {
+            const auto& k = cpu::simd::kernels(t, Isa(l));
+            EXPECT_TRUE(k.vec_dot) << label(t, Isa(l));
+            EXPECT_EQ(k.act_type, quant::traits(t).vec_dot_type) << label(t, Isa(l));
+            if (k.act_type != DType::F32) EXPECT_TRUE(k.quantize_act) << label(t, Isa(l));
+        }
+}
+
+TEST(SimdVecDot, MatchesScalarReference) {
+    std::mt19937 rng(1234);
+    for (Isa isa : simd_levels()) {
+        for (DType t : kTypes) {
+            const auto& fast = cpu::simd::kernels(t, isa);
+            const auto& ref = cpu::simd::kernels(t, Isa::Scalar);
+            for (int64_t n : lengths(t)) {
+                for (int flavour = 0; flavour < 5; ++flavour) {
+                    const std::vector<uint8_t> w =
+                        flavour == 4 ? random_blocks(rng, t, n) : quantize(t, random_floats(rng, n, flavour));
+                    const std::vector<float> xf = random_floats(rng, n, flavour % 4);
+                    std::vector<uint8_t> a(row_bytes(ref.act_type, n));
+                    if (ref.act_type == DType::F32) std::memcpy(a.data(), xf.data(), n * 4);
+                    else ref.quantize_act(xf.data(), a.data(), n);
+                    float s_ref = 0, s_fast = 0;
+                    ref.vec_dot(n, &s_ref, w.data(), a.data());
+                    fast.vec_dot(n, &s_fast, w.data(), a.data());
+                    const double scale = abs_dot(t, w.data(), ref.act_type, a.data(), n);
+                    ASSERT_NEAR(s_fast, s_ref, 2e-6 * scale + 1e-30)
+                        << label(t, isa) << " n=" << n << " flavour=" << flavour;
+                }
+            }
+        }
+    }
+}
+
+TEST(SimdQuantizeAct, BitIdenticalToScalar) {
+    std::mt19937 rng(99);
+    for (Isa isa : simd_levels()) {
+        for (DType at : {DType::Q8_0, DType::Q8_K}) {
+            const auto& scalar = quant::traits(at);
+            // The table entry of a weight type whose activations are `at`.
+            const auto& fast = cpu::simd::kernels(at == DType::Q8_0 ? DType::Q4_0 : DType::Q4_K, isa);
+            ASSERT_EQ(fast.act_type, at);
+            for (int64_t nblk : {1, 2, 3, 8, 17}) {
+                const int64_t n = nblk * dtype_info(at).block_size;
+                for (int flavour = 0; flavour < 7; ++flavour) {
+                    std::vector<float> x = random_floats(rng, n, flavour % 4);
+                    if (flavour == 4)  // exact .5 products and ties of magnitude with both signs
+                        for (int64_t i = 0; i < n; ++i) x[i] = float(int(i % 255) - 127) * 0.5f;
+                    if (flavour == 5)  // largest magnitude appears negative first, then positive
+                        for (int64_t i = 0; i < n; i += 64) { x[i] = -50.f; if (i + 1 < n) x[i + 1] = 50.f; }
+                    if (flavour == 6)  // tiny values (denormal scales)
+                        for (auto& v : x) v *= 1e-40f;
+                    std::vector<uint8_t> want(row_bytes(at, n)), got(row_bytes(at, n), 0xAB);
+                    scalar.quantize_act(x.data(), want.data(), n);
+                    fast.quantize_act(x.data(), got.data(), n);
+                    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
+                        << label(at, isa) << " n=" << n << " flavour=" << flavour;
+                }
+            }
+        }
+    }
+}
+
+// The matmul driver (row path for few tokens, packed GEMM for more) against a loop of
+// scalar dot products on the same (scalar-quantized) activations.
+void check_matmul(Isa isa, DType t, int64_t K, int64_t N, int64_t T, cpu::ThreadPool& pool, std::mt19937& rng) {
+    const auto& kk = cpu::simd::kernels(t, isa);
+    const auto& ref = cpu::simd::kernels(t, Isa::Scalar);
+    const size_t wrow = row_bytes(t, K);
+    std::vector<uint8_t> w(wrow * N);
+    for (int64_t r = 0; r < N; ++r) {
+        const std::vector<uint8_t> q = (r % 3 == 2) ? random_blocks(rng, t, K) : quantize(t, random_floats(rng, K, int(r % 4)));
+        std::memcpy(w.data() + r * wrow, q.data(), wrow);
+    }
+    std::vector<float> x(K * T);
+    for (int64_t c = 0; c < T; ++c) {
+        const auto v = random_floats(rng, K, int(c % 3));
+        std::memcpy(x.data() + c * K, v.data(), K * 4);
+    }
+    std::vector<uint8_t> scratch;
+    const cpu::MatmulAct a = cpu::matmul_prepare(kk, x.data(), K * 4, K, T, scratch, pool);
+    std::vector<float> y(N * T, -1.f);
+    cpu::matmul_compute(kk, w.data(), wrow, K, N, a, T, y.data(), pool);
+    for (int64_t c = 0; c < T; ++c) {
+        std::vector<uint8_t> qa(row_bytes(ref.act_type, K));
+        if (ref.act_type == DType::F32) std::memcpy(qa.data(), x.data() + c * K, K * 4);
+        else ref.quantize_act(x.data() + c * K, qa.data(), K);
+        for (int64_t r = 0; r < N; ++r) {
+            float s = 0;
+            ref.vec_dot(K, &s, w.data() + r * wrow, qa.data());
+            const double scale = abs_dot(t, w.data() + r * wrow, ref.act_type, qa.data(), K);
+            ASSERT_NEAR(y[c * N + r], s, 2e-6 * scale + 1e-30)
+                << label(t, isa) << " K=" << K << " N=" << N << " T=" << T << " row " << r << " token " << c
+                << (cpu::matmul_uses_gemm(kk, K, T) ? " (gemm)" : " (rows)");
+        }
+    }
+}
+
+TEST(SimdMatmul, MatchesScalarLoop) {
+    std::mt19937 rng(7);
+    cpu::ThreadPool pool(3);
+    for (Isa isa : simd_levels())
+        for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::F16, DType::F32,
+                        DType::Q3_K, DType::IQ4_NL})
+            for (int64_t T : {1, 2, 3, 4, 7, 16, 33})
+                for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 45}, {768, 32}, {1280, 17}, {512, 1}})
+                    check_matmul(isa, t, K, N, T, pool, rng);
+}
+
+TEST(SimdMatmul, GemmPathIsUsedForPrefill) {
+    if (!cpu::simd::isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
+        const auto& kk = cpu::simd::kernels(t, Isa::Avx512);
+        EXPECT_TRUE(cpu::matmul_uses_gemm(kk, 2048, 512)) << dtype_name(t);
+        EXPECT_FALSE(cpu::matmul_uses_gemm(kk, 2048, 1)) << dtype_name(t);
+    }
+}
+
+// ---------------------------------------------------------------- thread pool
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+    for (int threads : {1, 2, 3, 5}) {
+        cpu::ThreadPool pool(threads);
+        EXPECT_EQ(pool.size(), threads);
+        for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 100, 1001}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                ASSERT_LE(0, b);
+                ASSERT_LT(b, e);
+                ASSERT_LE(e, n);
+                for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+            });
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " n " << n;
+        }
+    }
+}
+
+TEST(ThreadPool, RunGivesEveryWorkerItsIndex) {
+    cpu::ThreadPool pool(4);
+    std::vector<std::atomic<int>> seen(4);
+    pool.run([&](int ith, int nth) {
+        ASSERT_EQ(nth, 4);
+        seen[size_t(ith)].fetch_add(1);
+    });
+    for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPool, ManyRapidRunsAndSleepWake) {
+    cpu::ThreadPool pool(3);
+    std::atomic<int64_t> total{0};
+    int64_t want = 0;
+    for (int it = 0; it < 20000; ++it) {
+        const int64_t n = 1 + it % 13;
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            int64_t s = 0;
+            for (int64_t i = b; i < e; ++i) s += i;
+            total.fetch_add(s);
+        });
+        want += n * (n - 1) / 2;
+        if (it % 5000 == 4999) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // workers fall asleep
+    }
+    EXPECT_EQ(total.load(), want);
+}
+
+}  // namespace
+}  // namespace glia

@@ -1,0 +1,321 @@
+// glia bench-ops: times the CPU matrix multiplication (and its activation quantizer) per
+// weight type at the matrix shapes of a model, against the scalar reference kernels.
+// This is the per-op iteration log: every kernel change is measured here first.
+//
+// Decode (T = 1) is memory-bound, so it reports weight GB/s; the weights are replicated
+// into enough copies (>= 256 MiB together) that every timed call reads them from DRAM,
+// as a model's layers do. Prefill (T > 1) is compute-bound and reports GFLOP/s.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/simd/matmul.h"
+#include "backend/cpu/simd/simd.h"
+#include "backend/cpu/threadpool.h"
+#include "command.h"
+#include "common.h"
+#include "core/json.h"
+#include "quant/quant.h"
+
+namespace glia::cli {
+namespace {
+
+struct Shape { int64_t K, N; };
+
+struct NamedShape {
+    const char* name;
+    std::vector<Shape> mats;
+};
+
+// K x N of each distinct weight matrix (attention q/k/v/o, ffn, output head).
+const NamedShape kShapes[] = {
+    {"llama3-1b", {{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}, {2048, 128256}}},
+    {"qwen3-0.6b", {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024}, {1024, 151936}}},
+    {"llama3-8b", {{4096, 4096}, {4096, 1024}, {4096, 14336}, {14336, 4096}, {4096, 128256}}},
+};
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+double wall_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time of the calling thread: with one thread, the time the kernel really ran,
+// whatever else the (shared) machine was doing.
+double thread_cpu_s() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+bool g_cpu_clock = false;
+double now_s() { return g_cpu_clock ? thread_cpu_s() : wall_s(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Result {
+    std::string type;
+    int64_t K, N, T;
+    double quant_s, matmul_s;
+    double gbps, gflops;
+    double err;  // max |fast - ref| / sum |w_i a_i|
+    double read_gbps = 0;  // plain read of the same weight copies, same threads (T = 1)
+    bool gemm;
+};
+
+// Times one (type, shape, T) case.
+struct Options {
+    int reps = 5;
+    double min_s = 0.3;
+    bool check = true;
+    bool hot = false;   // one copy of the weights (cache-resident when small)
+    bool best = false;  // report the fastest repetition instead of the median
+};
+
+Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadPool& pool, const Options& o,
+                  std::mt19937& rng) {
+    const int64_t K = sh.K, N = sh.N;
+    const auto& kk = cpu::simd::kernels(t, isa);
+    const auto& ref = cpu::simd::kernels(t, cpu::simd::Isa::Scalar);
+    const size_t wrow = row_bytes(t, K), wbytes = wrow * size_t(N);
+
+    // Weights: 64 distinct quantized random rows, tiled over N, in enough copies to
+    // defeat the caches.
+    constexpr int64_t kDistinct = 64;
+    std::normal_distribution<float> g(0.f, 0.02f);
+    std::vector<uint8_t> rows(wrow * kDistinct);
+    {
+        std::vector<float> f(K);
+        for (int64_t r = 0; r < kDistinct; ++r) {
+            for (auto& v : f) v = g(rng);
+            quant::quantize_row(t, f.data(), rows.data() + r * wrow, K);
+        }
+    }
+    const size_t copies =
+        o.hot ? 1 : std::clamp<size_t>((size_t(256) << 20) / std::max<size_t>(wbytes, 1) + 1, 1, 64);
+    std::vector<uint8_t> w(wbytes * copies);
+    for (size_t c = 0; c < copies; ++c)
+        for (int64_t r = 0; r < N; ++r)
+            std::memcpy(w.data() + c * wbytes + r * wrow, rows.data() + (r % kDistinct) * wrow, wrow);
+
+    std::vector<float> x(size_t(K) * T);
+    std::normal_distribution<float> gx(0.f, 1.f);
+    for (auto& v : x) v = gx(rng);
+    std::vector<float> y(size_t(N) * T);
+    std::vector<uint8_t> scratch;
+
+    cpu::MatmulAct a = cpu::matmul_prepare(kk, x.data(), K * 4, K, T, scratch, pool);  // warm-up
+    cpu::matmul_compute(kk, w.data(), wrow, K, N, a, T, y.data(), pool);
+    std::vector<double> tq, tm;
+    const double start = wall_s();
+    for (int i = 0; i < o.reps || wall_s() - start < o.min_s; ++i) {
+        const uint8_t* wc = w.data() + (size_t(i + 1) % copies) * wbytes;
+        const double t0 = now_s();
+        a = cpu::matmul_prepare(kk, x.data(), K * 4, K, T, scratch, pool);
+        const double t1 = now_s();
+        cpu::matmul_compute(kk, wc, wrow, K, N, a, T, y.data(), pool);
+        const double t2 = now_s();
+        tq.push_back(t1 - t0);
+        tm.push_back(t2 - t1);
+        if (i > 10000) break;
+    }
+    Result r;
+    if (T == 1) {
+        // The yardstick: a plain read of the same bytes, split the same way.
+        std::vector<double> tr;
+        std::atomic<uint64_t> sink{0};
+        for (size_t i = 0; i < tm.size(); ++i) {
+            const uint8_t* wc = w.data() + (size_t(i + 1) % copies) * wbytes;
+            const double t0 = now_s();
+            pool.parallel_for(N, [&](int64_t b, int64_t e) {
+                sink.fetch_add(cpu::simd::read_memory(wc + b * wrow, size_t(e - b) * wrow));
+            });
+            tr.push_back(now_s() - t0);
+        }
+        const double rt = o.best ? *std::min_element(tr.begin(), tr.end()) : median(tr);
+        r.read_gbps = double(wbytes) / rt * 1e-9;
+    }
+    r.type = dtype_name(t);
+    r.K = K;
+    r.N = N;
+    r.T = T;
+    r.quant_s = o.best ? *std::min_element(tq.begin(), tq.end()) : median(tq);
+    r.matmul_s = o.best ? *std::min_element(tm.begin(), tm.end()) : median(tm);
+    r.gbps = double(wbytes) / r.matmul_s * 1e-9;
+    r.gflops = 2.0 * double(K) * double(N) * double(T) / r.matmul_s * 1e-9;
+    r.gemm = cpu::matmul_uses_gemm(kk, K, T);
+    r.err = 0;
+    if (o.check) {
+        // The scalar reference on a sample of rows and tokens (the last y is from copy
+        // `reps % copies`, all copies are identical).
+        std::vector<uint8_t> qa(ref.act_type == DType::F32 ? size_t(K) * 4 : row_bytes(ref.act_type, K));
+        std::vector<float> wf(K), af(K);
+        const int64_t tok_step = std::max<int64_t>(1, T / 7), row_step = std::max<int64_t>(1, N / 97);
+        for (int64_t c = 0; c < T; c += tok_step) {
+            if (ref.act_type == DType::F32) std::memcpy(qa.data(), x.data() + c * K, size_t(K) * 4);
+            else ref.quantize_act(x.data() + c * K, qa.data(), K);
+            quant::dequantize_row(ref.act_type, qa.data(), af.data(), K);
+            for (int64_t rr = 0; rr < N; rr += row_step) {
+                float s = 0;
+                ref.vec_dot(K, &s, w.data() + rr * wrow, qa.data());
+                quant::dequantize_row(t, w.data() + rr * wrow, wf.data(), K);
+                double scale = 0;
+                for (int64_t i = 0; i < K; ++i) scale += std::fabs(double(wf[i]) * af[i]);
+                const double e = std::fabs(double(y[c * N + rr]) - s) / std::max(scale, 1e-30);
+                r.err = std::max(r.err, e);
+            }
+        }
+    }
+    return r;
+}
+
+int cmd_bench_ops(const std::vector<std::string>& argv) {
+    Args a("bench-ops", "[options]");
+    a.opt("--device", "NAME", "device to time (cpu)", "cpu")
+        .opt("--types", "LIST", "weight types, comma-separated", "q4_k,q6_k,q8_0")
+        .opt("--shape", "NAME", "named model shape: llama3-1b, qwen3-0.6b, llama3-8b", "llama3-1b")
+        .opt("-k", "K", "one matrix instead of a named shape: input size K (with -n)")
+        .opt("-n", "N", "one matrix: output rows N (with -k)")
+        .opt("--tokens", "LIST", "token counts T, comma-separated", "1,512")
+        .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("-r,--reps", "N", "minimum timed repetitions (median reported)", "5")
+        .opt("--min-time", "SECONDS", "minimum timed seconds per case", "0.3")
+        .opt("--isa", "LEVEL", "kernel level: scalar, avx2, avx512 (default: best supported)")
+        .flag("--no-check", "skip the comparison with the scalar reference")
+        .flag("--hot", "time one copy of the weights (cache-resident when small) instead of DRAM-cold copies")
+        .flag("--best", "report the fastest repetition instead of the median (noisy shared machines)")
+        .flag("--cpu-clock", "time with the thread's CPU clock (needs -t 1): kernel A/B on a busy machine")
+        .flag("--json", "print a JSON list instead of a table");
+    if (!a.parse(argv)) return 0;
+    if (a.str("--device") != "cpu")
+        fail("bench-ops: device '", a.str("--device"), "' is not available here (only 'cpu')");
+
+    std::vector<DType> types;
+    for (const std::string& s : split(a.str("--types"))) {
+        DType t;
+        if (!dtype_from_name(s, t) || !quant::supported(t) || !quant::traits(t).vec_dot)
+            fail("bench-ops: unknown or unsupported weight type '", s, "' (try q4_k, q6_k, q8_0, f16)");
+        types.push_back(t);
+    }
+    std::vector<Shape> shapes;
+    std::string shape_name;
+    if (a.has("-k") || a.has("-n")) {
+        if (!a.has("-k") || !a.has("-n")) fail("bench-ops: give both -k K and -n N");
+        shapes.push_back({a.integer("-k"), a.integer("-n")});
+        if (shapes[0].K <= 0 || shapes[0].N <= 0) fail("bench-ops: -k and -n must be positive");
+        shape_name = "custom";
+    } else {
+        shape_name = a.str("--shape");
+        for (const NamedShape& s : kShapes)
+            if (shape_name == s.name) shapes = s.mats;
+        if (shapes.empty()) fail("bench-ops: unknown shape '", shape_name, "' (llama3-1b, qwen3-0.6b, llama3-8b)");
+    }
+    std::vector<int64_t> tokens;
+    for (const std::string& s : split(a.str("--tokens"))) {
+        const long long v = std::atoll(s.c_str());
+        if (v <= 0) fail("bench-ops: bad token count '", s, "' in --tokens");
+        tokens.push_back(v);
+    }
+    cpu::simd::Isa isa = cpu::simd::best_isa();
+    if (a.has("--isa")) {
+        bool ok = false;
+        for (int l = 0; l < cpu::simd::kIsaCount; ++l)
+            if (a.str("--isa") == cpu::simd::isa_name(cpu::simd::Isa(l))) { isa = cpu::simd::Isa(l); ok = true; }
+        if (!ok) fail("bench-ops: --isa must be scalar, avx2 or avx512");
+        if (!cpu::simd::isa_supported(isa)) fail("bench-ops: this CPU cannot run --isa ", a.str("--isa"));
+    }
+    cpu::ThreadPool pool(static_cast<int>(a.integer("-t")));
+    g_cpu_clock = a.has("--cpu-clock");
+    if (g_cpu_clock && pool.size() != 1) fail("bench-ops: --cpu-clock needs -t 1");
+    const bool json = a.has("--json");
+    Options opt;
+    opt.reps = static_cast<int>(std::max(1LL, a.integer("-r")));
+    opt.min_s = a.number("--min-time");
+    opt.check = !a.has("--no-check");
+    opt.hot = a.has("--hot");
+    opt.best = a.has("--best");
+    std::mt19937 rng(42);
+
+    if (!json) {
+        std::printf("bench-ops: device cpu, isa %s, %d threads, shape %s, %s weights, %s of >= %d reps, %s clock\n",
+                    cpu::simd::isa_name(isa), pool.size(), shape_name.c_str(), opt.hot ? "hot" : "DRAM-cold",
+                    opt.best ? "best" : "median", opt.reps, g_cpu_clock ? "thread CPU" : "wall");
+        std::printf("| type | K | N | T | path | quant us | matmul us | GB/s | read GB/s | GFLOP/s | max err |\n");
+        std::printf("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    }
+    json::Writer w;
+    w.begin_array();
+    for (DType t : types) {
+        for (int64_t T : tokens) {
+            double sum_q = 0, sum_m = 0, sum_bytes = 0, sum_flop = 0, max_err = 0;
+            for (Shape sh : shapes) {
+                if (sh.K % quant::traits(t).block_size != 0) {
+                    std::fprintf(stderr, "bench-ops: skipping %s at K=%lld (not a multiple of its block size)\n",
+                                 dtype_name(t), static_cast<long long>(sh.K));
+                    continue;
+                }
+                const Result r = bench_case(t, sh, T, isa, pool, opt, rng);
+                sum_q += r.quant_s;
+                sum_m += r.matmul_s;
+                sum_bytes += double(row_bytes(t, sh.K)) * double(sh.N);
+                sum_flop += 2.0 * double(sh.K) * double(sh.N) * double(T);
+                max_err = std::max(max_err, r.err);
+                if (json) {
+                    w.begin_object();
+                    w.key("device").value("cpu").key("isa").value(cpu::simd::isa_name(isa));
+                    w.key("threads").value(pool.size()).key("type").value(r.type);
+                    w.key("K").value(r.K).key("N").value(r.N).key("T").value(r.T);
+                    w.key("path").value(r.gemm ? "gemm" : "rows");
+                    w.key("quant_us").value(r.quant_s * 1e6, 6).key("matmul_us").value(r.matmul_s * 1e6, 6);
+                    w.key("gbps").value(r.gbps, 6).key("gflops").value(r.gflops, 6);
+                    w.key("max_err").value(r.err, 4);
+                    if (r.T == 1) w.key("read_gbps").value(r.read_gbps, 6);
+                    w.end_object();
+                } else {
+                    char rd[32] = "";
+                    if (r.T == 1) std::snprintf(rd, sizeof rd, "%.1f", r.read_gbps);
+                    std::printf("| %s | %lld | %lld | %lld | %s | %.1f | %.1f | %.1f | %s | %.1f | %.2g |\n",
+                                r.type.c_str(), static_cast<long long>(r.K), static_cast<long long>(r.N),
+                                static_cast<long long>(r.T), r.gemm ? "gemm" : "rows", r.quant_s * 1e6,
+                                r.matmul_s * 1e6, r.gbps, rd, r.gflops, r.err);
+                    std::fflush(stdout);
+                }
+            }
+            if (!json && shapes.size() > 1)
+                std::printf("| %s | all | | %lld | | %.1f | %.1f | %.1f | | %.1f | %.2g |\n", dtype_name(t),
+                            static_cast<long long>(T), sum_q * 1e6, sum_m * 1e6, sum_bytes / sum_m * 1e-9,
+                            sum_flop / sum_m * 1e-9, max_err);
+        }
+    }
+    w.end_array();
+    if (json) std::printf("%s\n", w.str().c_str());
+    if (!json)
+        std::printf("GB/s: weight bytes / matmul time (meaningful at T=1); read GB/s: a plain read of the same "
+                    "bytes, same threads, same run (the ceiling); GFLOP/s: 2*K*N*T / matmul time; max err: "
+                    "|fast - scalar reference| / sum |w*a| over sampled rows and tokens.\n");
+    return 0;
+}
+
+const Command reg{"bench-ops", "time each op (matmul per weight type) at a model's shapes, with reference check",
+                  cmd_bench_ops};
+
+}  // namespace
+}  // namespace glia::cli
