@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev                             # JSON in tests and tools
   libpcre2-dev                                   # BPE pre-tokenizer regexes
   clang libclang-rt-14-dev                       # libFuzzer + sanitizer runtimes
+  libcpp-httplib-dev                             # glia serve
 )
 missing=()
 for p in "${packages[@]}"; do

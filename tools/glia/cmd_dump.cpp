@@ -2,6 +2,7 @@
 // GLIA_DEBUG_LAYERS=1), optionally compared with a reference dump node by node.
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 #include "command.h"
 #include "common.h"
@@ -36,8 +37,16 @@ int cmd_dump(const std::vector<std::string>& argv) {
     FILE* out = nullptr;
     std::string tmp_path;
     if (compare) {
-        tmp_path = a.has("-o") ? a.str("-o") : std::string(std::tmpnam(nullptr));
-        out = std::fopen(tmp_path.c_str(), "w+");
+        if (a.has("-o")) {
+            tmp_path = a.str("-o");
+            out = std::fopen(tmp_path.c_str(), "w+");
+        } else {
+            char name[] = "/tmp/glia-dump-XXXXXX";
+            const int fd = mkstemp(name);
+            if (fd < 0) fail("cannot create a temporary file for the dump");
+            tmp_path = name;
+            out = fdopen(fd, "w+");
+        }
     } else if (a.has("-o")) {
         out = std::fopen(a.str("-o").c_str(), "w");
     } else {
