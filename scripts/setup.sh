@@ -11,6 +11,7 @@ packages=(
   libpcre2-dev                                   # BPE pre-tokenizer regexes
   clang libclang-rt-14-dev                       # libFuzzer + sanitizer runtimes
   libcpp-httplib-dev                             # glia serve
+  nodejs                                         # server protocol tests (the openai npm package; npm too)
 )
 missing=()
 for p in "${packages[@]}"; do

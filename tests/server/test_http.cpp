@@ -4,6 +4,7 @@
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 
 #include "server_fixture.h"
@@ -277,27 +278,46 @@ TEST(ServerLimits, QueueFullGives503AndOthersFinish) {
     EXPECT_GE(n503, 1);
     EXPECT_EQ(n200 + n503, 6);
     // The server-side concurrency limit answers 503 the same way.
-    ServerProcess srv2(stories(), {"-c", "512", "--parallel", "1", "--max-concurrent", "1"});
+    ServerProcess srv2(stories(), {"-c", "4096", "--parallel", "1", "--max-concurrent", "1"});
     ASSERT_TRUE(srv2.ok()) << srv2.log();
-    auto slow = std::async(std::launch::async, [&srv2] {
-        json b = completion_body("Once upon a time", 300);
+    std::atomic<bool> seen_busy{false}, streaming{false};
+    auto slow = std::async(std::launch::async, [&] {
+        // A long stream, dropped once the 503 was seen.
+        json b = completion_body("Once upon a time", 3000);
         b["ignore_eos"] = true;
         b["stream"] = true;
-        return stream(srv2, "/v1/completions", b);
+        auto c = srv2.client();
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = b.dump();
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+            streaming = true;
+            return !seen_busy.load();
+        };
+        httplib::Response res;
+        httplib::Error err = httplib::Error::Success;
+        c.send(req, res, err);
     });
-    HttpResult busy;
-    for (int i = 0; i < 100 && busy.status != 503; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        busy = post(srv2, "/v1/completions", completion_body("Once", 2));
-    }
+    while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    HttpResult busy = post(srv2, "/v1/completions", completion_body("Once", 2));
+    seen_busy = true;
     expect_error(busy, 503, "server_busy");
-    EXPECT_TRUE(slow.get().done);
+    slow.get();
+    // The slot is given back once the stream is dropped.
+    HttpResult again;
+    for (int i = 0; i < 200 && again.status != 200; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        again = post(srv2, "/v1/completions", completion_body("Once", 2));
+    }
+    EXPECT_EQ(again.status, 200) << again.body;
 }
 
 TEST(ServerLimits, TotalTimeoutCancels) {
-    ServerProcess srv(stories(), {"-c", "4096", "--parallel", "1", "--timeout", "0.3", "--max-tokens-limit", "4000"});
+    ServerProcess srv(stories(), {"-c", "16384", "--parallel", "1", "--timeout", "0.3", "--max-tokens-limit", "16000"});
     ASSERT_TRUE(srv.ok()) << srv.log();
-    json b = completion_body("Once upon a time", 4000);
+    json b = completion_body("Once upon a time", 16000);
     b["ignore_eos"] = true;
     b["stream"] = true;
     StreamResult s = stream(srv, "/v1/completions", b);

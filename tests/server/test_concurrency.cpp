@@ -1,0 +1,162 @@
+// `glia serve` under concurrency on stories260K: 16 simultaneous greedy streams each
+// give the text the same request gives alone; a client that disconnects mid-stream
+// leaves the others intact and its KV blocks freed (seen in /metrics); a bounded load
+// run (200 requests, 32 at a time) has zero failures and reports its throughput.
+#if GLIA_HAVE_SERVER
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+
+#include "server_fixture.h"
+
+namespace {
+
+using namespace glia::test::server;
+using Clock = std::chrono::steady_clock;
+
+const char* kPrompts[] = {
+    "Once upon a time", "The little dog", "Lily went to the park", "Tom had a red ball", "One day, a bird",
+    "The sun was hot", "Sam and Mia", "A big fish", "There was a girl named Sue", "The cat sat on",
+    "Mom said", "In the garden", "Ben wanted a toy", "The boat", "It was a rainy day", "The old man",
+};
+
+json greedy(const std::string& prompt, int n, bool stream) {
+    json b = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}};
+    if (stream) b["stream"] = true;
+    return b;
+}
+
+// Waits until the KV cache is empty (or 10 s).
+double wait_blocks_free(const ServerProcess& s) {
+    double used = -1;
+    for (int i = 0; i < 500; ++i) {
+        used = metric(s, "glia_kv_cache_blocks_used");
+        if (used == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return used;
+}
+
+TEST(ServerConcurrency, SixteenGreedyStreamsEqualEachAlone) {
+    ServerProcess srv(stories(), {"-c", "4096", "--parallel", "16"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const int n = 48;
+    std::vector<std::string> alone;
+    for (const char* p : kPrompts) {
+        HttpResult r = post(srv, "/v1/completions", greedy(p, n, false));
+        ASSERT_EQ(r.status, 200) << r.body;
+        alone.push_back(r.j["choices"][0]["text"]);
+    }
+    std::vector<std::future<StreamResult>> fs;
+    for (const char* p : kPrompts)
+        fs.push_back(std::async(std::launch::async, [&srv, p] { return stream(srv, "/v1/completions", greedy(p, n, true)); }));
+    for (size_t i = 0; i < fs.size(); ++i) {
+        StreamResult r = fs[i].get();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_TRUE(r.done) << kPrompts[i];
+        EXPECT_EQ(r.finish_reason, "length");
+        EXPECT_EQ(r.text, alone[i]) << "prompt " << i << ": " << kPrompts[i];
+    }
+    EXPECT_EQ(wait_blocks_free(srv), 0);
+}
+
+TEST(ServerConcurrency, DisconnectMidStreamCancelsAndFreesBlocks) {
+    ServerProcess srv(stories(), {"-c", "4096", "--parallel", "4"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const int n = 120;
+    std::vector<std::string> alone;
+    for (int i = 0; i < 3; ++i) alone.push_back(post(srv, "/v1/completions", greedy(kPrompts[i], n, false)).j["choices"][0]["text"]);
+    const double cancelled0 = metric(srv, "glia_requests_cancelled_total");
+
+    std::atomic<bool> quitter_started{false};
+    auto quitter = std::async(std::launch::async, [&] {
+        // Reads a few events of a long stream, then drops the connection.
+        auto c = srv.client();
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = greedy("The old man", 2000, true).dump();
+        req.set_header("Content-Type", "application/json");
+        int events = 0;
+        std::string buf;
+        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+            buf.append(data, len);
+            size_t pos;
+            while ((pos = buf.find("\n\n")) != std::string::npos) {
+                buf.erase(0, pos + 2);
+                ++events;
+                quitter_started = true;
+            }
+            return events < 4;
+        };
+        httplib::Response res;
+        httplib::Error err = httplib::Error::Success;
+        c.send(req, res, err);
+        return events;
+    });
+    while (!quitter_started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::future<StreamResult>> fs;
+    for (int i = 0; i < 3; ++i)
+        fs.push_back(std::async(std::launch::async, [&srv, i] { return stream(srv, "/v1/completions", greedy(kPrompts[i], n, true)); }));
+    EXPECT_GE(quitter.get(), 4);
+    for (int i = 0; i < 3; ++i) {
+        StreamResult r = fs[i].get();
+        EXPECT_TRUE(r.done);
+        EXPECT_EQ(r.text, alone[i]) << kPrompts[i];
+    }
+    EXPECT_EQ(wait_blocks_free(srv), 0);
+    EXPECT_GE(metric(srv, "glia_client_disconnects_total"), 1);
+    EXPECT_GE(metric(srv, "glia_requests_cancelled_total"), cancelled0 + 1);
+    EXPECT_EQ(metric(srv, "glia_requests_running"), 0);
+    // Still serving.
+    EXPECT_EQ(post(srv, "/v1/completions", greedy("Once upon a time", 4, false)).status, 200);
+}
+
+TEST(ServerLoad, TwoHundredRequestsThirtyTwoAtATime) {
+    ServerProcess srv(stories(), {"-c", "4096", "--parallel", "8"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const int total = 200, width = 32, n = 16;
+    std::atomic<int> next{0}, failures{0};
+    std::atomic<long> tokens{0};
+    std::mutex err_mutex;
+    std::string first_error;
+    const auto t0 = Clock::now();
+    std::vector<std::thread> workers;
+    for (int w = 0; w < width; ++w) {
+        workers.emplace_back([&] {
+            for (int i; (i = next++) < total;) {
+                const std::string prompt = std::string(kPrompts[i % 16]) + (i % 3 ? "" : " and");
+                bool ok;
+                std::string why;
+                if (i % 2) {
+                    StreamResult r = stream(srv, "/v1/completions", greedy(prompt, n, true));
+                    ok = r.status == 200 && r.done && r.finish_reason == "length";
+                    why = "stream status " + std::to_string(r.status);
+                } else {
+                    HttpResult r = post(srv, "/v1/completions", greedy(prompt, n, false));
+                    ok = r.status == 200 && r.j["usage"]["completion_tokens"] == n;
+                    why = r.body;
+                }
+                if (ok) tokens += n;
+                else {
+                    ++failures;
+                    std::lock_guard<std::mutex> lk(err_mutex);
+                    if (first_error.empty()) first_error = why;
+                }
+            }
+        });
+    }
+    for (auto& t : workers) t.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(failures.load(), 0) << first_error;
+    std::printf("[ load     ] %d requests, %d at a time, %d tokens each: %.2f s, %.1f requests/s, %.1f generated tokens/s\n",
+                total, width, n, s, total / s, tokens.load() / s);
+    ::testing::Test::RecordProperty("requests_per_second", std::to_string(total / s));
+    EXPECT_EQ(wait_blocks_free(srv), 0);
+    EXPECT_EQ(metric(srv, "glia_requests_finished_total"), total);
+}
+
+}  // namespace
+#endif  // GLIA_HAVE_SERVER
