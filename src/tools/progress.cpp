@@ -9,7 +9,7 @@
 namespace glia::tools {
 
 bool Progress::stderr_is_terminal() {
-    if (const char* e = std::getenv("GLIA_PROGRESS")) return std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("GLIA_PROGRESS"); e && *e) return std::strcmp(e, "0") != 0;
     return ::isatty(STDERR_FILENO) == 1;
 }
 

@@ -104,6 +104,18 @@ TEST(Quantize, JsonReportsThePlan) {
     EXPECT_NE(out.find("\"name\":\"blk.2.attn_v.weight\",\"shape\":[64,32],\"from\":\"F32\",\"to\":\"Q8_0\""), std::string::npos) << out;
 }
 
+// A progress bar on a terminal (forced here with GLIA_PROGRESS=1), nothing in a pipe.
+TEST(Quantize, ProgressBarOnlyWhenWanted) {
+    ScratchDir dir("q-progress");
+    const std::string in = shared_path("models/tiny-llama-f16.gguf");
+    std::string out;
+    ASSERT_EQ(0, run_command(cat("GLIA_PROGRESS=1 ", glia_binary(), " quantize ", in, " ", dir.file("a.gguf"), " q8_0 2>&1"), &out));
+    EXPECT_NE(out.find("quantize ["), std::string::npos) << out;
+    EXPECT_NE(out.find("100.0%"), std::string::npos) << out;
+    ASSERT_EQ(0, run_command(cat("env -u GLIA_PROGRESS ", glia_binary(), " quantize ", in, " ", dir.file("b.gguf"), " q8_0 2>&1"), &out));
+    EXPECT_EQ(out.find("quantize ["), std::string::npos) << out;
+}
+
 // The mix rules on a 32-layer llama with GQA (the reference's Q4_K_M layout of a 8B model).
 TEST(MixRules, Q4KMOn32Layers) {
     std::vector<std::string> names = {"token_embd.weight", "output_norm.weight", "output.weight"};
