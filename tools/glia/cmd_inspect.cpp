@@ -13,6 +13,8 @@
 
 #include "args.h"
 #include "command.h"
+#include "model/model.h"
+#include "model/profile.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -70,6 +72,9 @@ struct Facts {
     bool kv_heads_array = false;
     std::vector<int64_t> recurrent_layers;
     std::string recurrent_source;  // which key declared them
+    // What glia's graph builder derives from the file (empty for vocabulary-only files).
+    std::vector<std::pair<std::string, std::string>> features;
+    std::string arch_support;  // "supported" or why not
     int64_t n_expert = 0, n_expert_used = 0, n_expert_shared = 0;
     bool moe = false;
     bool tied_output = false;
@@ -177,6 +182,18 @@ Facts derive(const File& f) {
         }
     }
     x.decode_bytes = static_cast<uint64_t>(decode + 0.5);
+    if (x.n_layer > 0 && f.has("general.architecture")) {
+        try {
+            const glia::ModelProfile p = glia::derive_profile(f);
+            x.features = glia::describe_profile(p, f);
+            bool known = false;
+            for (const auto& a : glia::architectures()) known = known || p.arch == a.name;
+            x.arch_support = known ? "supported" : "architecture '" + p.arch + "' not supported yet (supported: " +
+                                                       glia::supported_architectures() + ")";
+        } catch (const glia::Error& e) {
+            x.arch_support = std::string("cannot derive a profile: ") + e.what();
+        }
+    }
     return x;
 }
 
@@ -247,6 +264,10 @@ std::string to_json(const File& f, const Facts& x) {
     w.key("recurrent_layers_key"); x.recurrent_source.empty() ? w.null() : w.value(x.recurrent_source);
     w.key("uniform_offload_required").value(x.uniform_offload_required);
     w.key("tied_output").value(x.tied_output);
+    w.key("features").begin_object();
+    for (const auto& [k, v] : x.features) w.key(k).value(v);
+    w.end_object();
+    w.key("glia_support"); x.arch_support.empty() ? w.null() : w.value(x.arch_support);
     w.end_object();
 
     w.key("tensors").begin_array();
@@ -327,6 +348,11 @@ void print_text(const File& f, const Facts& x, bool all_kvs, bool no_tensors) {
     std::printf("  uniform_offload_required: %s\n", x.uniform_offload_required ? "true (recurrent layers: cannot split by layers across devices)" : "false");
     if (x.has_token_embd) std::printf("  tied output:              %s\n", x.tied_output ? "yes (no output.weight; LM head is token_embd)" : "no");
     for (const auto& w : x.warnings) std::printf("  warning: %s\n", w.c_str());
+    if (!x.features.empty()) {
+        std::printf("derived features:\n");
+        for (const auto& [k, v] : x.features) std::printf("  %-25s %s\n", (k + ":").c_str(), v.c_str());
+    }
+    if (!x.arch_support.empty()) std::printf("glia support: %s\n", x.arch_support.c_str());
 
     if (all_kvs) {
         std::printf("metadata (%zu keys):\n", f.kvs().size());
