@@ -92,6 +92,7 @@ struct HttpServer::Impl {
     std::string bos_text, eos_text;
 
     std::atomic<int> active{0};  // generation requests in flight
+    std::atomic<bool> stopping{false};  // stop() was called: running streams end now
     std::mutex stats_mutex;
     std::map<int, uint64_t> http_status_counts;
     uint64_t rejected_by_server = 0;  // validation / limit errors on generation routes
@@ -120,6 +121,12 @@ struct HttpServer::Impl {
         http.set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(opt.idle_timeout_s)));
         http.set_keep_alive_max_count(1000);
         http.set_tcp_nodelay(true);
+        // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which lets a second
+        // server bind the same port silently instead of failing.
+        http.set_socket_options([](socket_t sock) {
+            int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+        });
 
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -422,6 +429,12 @@ struct HttpServer::Impl {
             }
             while (ok && !finish_reason && !error) {
                 const auto now = Clock::now();
+                if (s.stopping) {
+                    cancel();
+                    error = ApiError{503, "the server is shutting down; the request was cancelled", "server_error", "",
+                                     "shutting_down"};
+                    break;
+                }
                 if (now >= deadline) {
                     cancel();
                     std::lock_guard<std::mutex> lk(s.stats_mutex);
@@ -529,7 +542,9 @@ int HttpServer::port() const { return impl_->port; }
 void HttpServer::run() { impl_->http.listen_after_bind(); }
 
 void HttpServer::stop() {
-    if (impl_ && impl_->http.is_running()) impl_->http.stop();
+    if (!impl_) return;
+    impl_->stopping = true;
+    if (impl_->http.is_running()) impl_->http.stop();
 }
 
 }  // namespace glia::server

@@ -11,6 +11,17 @@
 // Chat prompts are rendered with the model's chat template (tokenizer.chat_template).
 // A model without one gets a plain fallback: "role: content\n" per message, then
 // "assistant:" (see plain_chat_prompt in openai.h).
+//
+// Every response body is written by a chunked content provider (streamed or not), so a
+// client that goes away is noticed while its request waits or runs, and the request is
+// cancelled. The status is decided before generation starts: every 4xx/503 comes with its
+// status; a failure after that (the --timeout limit, an engine error, shutdown) ends a
+// stream with a `data: {"error": ...}` event before `data: [DONE]`, and a whole response
+// with an error object in place of the completion.
+//
+// Stop strings cancel the engine request when they match (the engine counts it as
+// cancelled); the response says finish_reason "stop". Prompts are tokenized with special
+// tokens parsed (as the reference server does), so a client can send control tokens.
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -168,8 +168,6 @@ struct StreamResult {
 inline StreamResult stream(const ServerProcess& s, const std::string& path, const json& body) {
     auto c = s.client();
     StreamResult r;
-    std::string raw;
-    httplib::Request req;
     auto res = c.Post(path.c_str(), body.dump(), "application/json");
     if (!res) return r;
     r.status = res->status;

@@ -106,6 +106,21 @@ TEST_F(ServerHttp, ChatAndCompletionShapes) {
     EXPECT_EQ(post(*srv, "/v1/completions", by_path).j["choices"][0]["text"], c.j["choices"][0]["text"]);
 }
 
+TEST_F(ServerHttp, ChatUsesTheModelsTemplate) {
+    // The fixture's template renders "{bos}User: ...\nAssistant:"; a completion of that text
+    // (BOS added by the vocabulary) must continue the same way, with one BOS only.
+    json chat = chat_body("Tell me a story", 16);
+    chat["ignore_eos"] = true;
+    HttpResult c = post(*srv, "/v1/chat/completions", chat);
+    json comp = completion_body("User: Tell me a story\nAssistant:", 16);
+    comp["ignore_eos"] = true;
+    HttpResult p = post(*srv, "/v1/completions", comp);
+    ASSERT_EQ(c.status, 200) << c.body;
+    ASSERT_EQ(p.status, 200) << p.body;
+    EXPECT_EQ(c.j["choices"][0]["message"]["content"], p.j["choices"][0]["text"]);
+    EXPECT_EQ(c.j["usage"]["prompt_tokens"], p.j["usage"]["prompt_tokens"]);
+}
+
 TEST_F(ServerHttp, StreamingEqualsWholeAndEndsWithDone) {
     const json body = completion_body("Once upon a time", 24);
     HttpResult whole = post(*srv, "/v1/completions", body);

@@ -1,10 +1,12 @@
 // glia serve: an OpenAI-compatible HTTP server over the continuous-batching engine.
 // The HTTP layer lives in src/server/ and is built when cpp-httplib and nlohmann-json
 // are installed (GLIA_HAVE_SERVER); without them the command says what to install.
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <pthread.h>
 #include <thread>
 
 #include "command.h"
@@ -19,6 +21,14 @@
 
 namespace glia::cli {
 namespace {
+
+int g_stop_pipe[2] = {-1, -1};
+
+void on_stop_signal(int) {
+    const char c = 's';
+    if (write(g_stop_pipe[1], &c, 1) < 0) {
+    }
+}
 
 int cmd_serve(const std::vector<std::string>& argv) {
     Args a("serve", "MODEL [--host H] [--port P] [--api-key K] [-c CTX] [--parallel N] [options]\n\n"
@@ -100,30 +110,34 @@ int cmd_serve(const std::vector<std::string>& argv) {
     eo.max_queue = static_cast<int>(positive("--max-queue", 0));
     eo.prefill_chunk = static_cast<int>(positive("--prefill-chunk", 1));
 
-    // SIGINT/SIGTERM stop the server from a thread of our own (not a signal handler);
-    // a client that goes away must not kill the process with SIGPIPE.
+    // SIGINT/SIGTERM stop the server: the handler only writes to a pipe (whichever thread
+    // it runs on); a thread of ours reads it and stops the server. A client that goes
+    // away must not kill the process with SIGPIPE.
     std::signal(SIGPIPE, SIG_IGN);
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);  // inherited by every thread started below
+    if (pipe(g_stop_pipe) != 0) fail("cannot create a pipe for signal handling");
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
 
     Engine engine(*model, eo);
     server::HttpServer http(engine, *model, so);
     http.bind();
     std::thread waiter([&] {
-        int sig = 0;
-        sigwait(&sigs, &sig);
-        if (sig != 0) http.stop();
+        char c = 0;
+        while (read(g_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        if (c == 's') http.stop();
     });
     std::fprintf(stderr, "glia serve: listening on http://%s:%d (model '%s', context %d, parallel %d%s)\n",
                  so.host.c_str(), http.port(), so.model_id.c_str(), eo.n_ctx, eo.n_parallel,
                  so.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     http.run();
-    // A stop() by other means than a signal: wake the waiter.
-    pthread_kill(waiter.native_handle(), SIGTERM);
+    const char quit = 'q';  // the server stopped by other means: release the waiter
+    if (write(g_stop_pipe[1], &quit, 1) < 0) {
+    }
     waiter.join();
     std::fprintf(stderr, "glia serve: stopped\n");
     return 0;
