@@ -169,8 +169,9 @@ std::vector<std::string> float_models() {
     std::vector<std::string> out;
     std::set<std::string> seen;
     for (const auto& c : all_cases()) {
-        const bool is_float = c.stem == "stories260K" || c.stem.size() > 4 &&
-                              (c.stem.substr(c.stem.size() - 4) == "-f16" || c.stem.substr(c.stem.size() - 4) == "-f32");
+        const bool is_float = c.stem == "stories260K" ||
+                              (c.stem.size() > 4 && (c.stem.substr(c.stem.size() - 4) == "-f16" ||
+                                                     c.stem.substr(c.stem.size() - 4) == "-f32"));
         if (is_float && seen.insert(c.stem).second) out.push_back(c.stem);
     }
     return out;
