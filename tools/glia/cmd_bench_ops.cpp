@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+
+#include <sys/mman.h>
 #include <random>
 #include <sstream>
 #include <string>
@@ -88,6 +90,21 @@ struct Options {
     bool check = true;
     bool hot = false;   // one copy of the weights (cache-resident when small)
     bool best = false;  // report the fastest repetition instead of the median
+    bool small_pages = false;  // weights on 4 KiB pages, like a model mmap'ed from the page cache
+};
+
+// The weight copies: anonymous memory, optionally kept off transparent huge pages.
+struct WeightBuffer {
+    uint8_t* p = nullptr;
+    size_t n = 0;
+    WeightBuffer(size_t bytes, bool small_pages) : n(bytes) {
+        void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) fail("bench-ops: cannot allocate ", n, " bytes of weights");
+        madvise(m, n, small_pages ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
+        p = static_cast<uint8_t*>(m);
+    }
+    ~WeightBuffer() { munmap(p, n); }
+    uint8_t* data() { return p; }
 };
 
 Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadPool& pool, const Options& o,
@@ -111,7 +128,7 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
     }
     const size_t copies =
         o.hot ? 1 : std::clamp<size_t>((size_t(256) << 20) / std::max<size_t>(wbytes, 1) + 1, 1, 64);
-    std::vector<uint8_t> w(wbytes * copies);
+    WeightBuffer w(wbytes * copies, o.small_pages);
     for (size_t c = 0; c < copies; ++c)
         for (int64_t r = 0; r < N; ++r)
             std::memcpy(w.data() + c * wbytes + r * wrow, rows.data() + (r % kDistinct) * wrow, wrow);
@@ -202,6 +219,7 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
         .flag("--no-check", "skip the comparison with the scalar reference")
         .flag("--hot", "time one copy of the weights (cache-resident when small) instead of DRAM-cold copies")
         .flag("--best", "report the fastest repetition instead of the median (noisy shared machines)")
+        .flag("--small-pages", "weights on 4 KiB pages (as a model mmap'ed from the page cache), not huge pages")
         .flag("--cpu-clock", "time with the thread's CPU clock (needs -t 1): kernel A/B on a busy machine")
         .flag("--json", "print a JSON list instead of a table");
     if (!a.parse(argv)) return 0;
@@ -252,6 +270,7 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
     opt.check = !a.has("--no-check");
     opt.hot = a.has("--hot");
     opt.best = a.has("--best");
+    opt.small_pages = a.has("--small-pages");
     std::mt19937 rng(42);
 
     if (!json) {

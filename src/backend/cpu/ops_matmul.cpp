@@ -40,6 +40,16 @@ uint8_t* panel_buffer(size_t n) {
     return buf.get(n);
 }
 
+// Below this much work (weight bytes x tokens) waking the other threads costs more than
+// it saves: tiny models run each matmul on the calling thread.
+constexpr double kParallelMinWork = 128 * 1024;
+
+template <class F>
+void split(ThreadPool& pool, int64_t n, double work, F&& fn) {
+    if (work < kParallelMinWork) fn(int64_t(0), n);
+    else pool.parallel_for(n, fn);
+}
+
 }  // namespace
 
 bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
@@ -61,7 +71,7 @@ MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_r
     uint8_t* qa = scratch.data();
     uint8_t* side = qa + a.act_row * T;
     const auto* xb = reinterpret_cast<const uint8_t*>(x);
-    pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
+    split(pool, T, double(K) * 4 * double(T), [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             kk.quantize_act(reinterpret_cast<const float*>(xb + t * x_row), qa + t * a.act_row, K);
             if (a.side_row) kk.gemm->prepare(qa + t * a.act_row, K, side + t * a.side_row);
@@ -79,7 +89,8 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
         const int64_t P = g.panel_rows;
         const int64_t n_panels = (N + P - 1) / P;
         const size_t pbytes = g.panel_bytes(K);
-        pool.parallel_for(n_panels, [&](int64_t b, int64_t e) {
+        const double work = double(w_stride) * double(N) * double(T);
+        split(pool, n_panels, work, [&](int64_t b, int64_t e) {
             uint8_t* panel = panel_buffer(pbytes);
             for (int64_t ip = b; ip < e; ++ip) {
                 const int64_t r0 = ip * P;
@@ -98,7 +109,7 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
     // Rows in tiles of 16 so a tile of weights stays in cache across all tokens.
     constexpr int64_t kTile = 16;
     const int64_t n_tiles = (N + kTile - 1) / kTile;
-    pool.parallel_for(n_tiles, [&](int64_t b, int64_t e) {
+    split(pool, n_tiles, double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
         for (int64_t tile = b; tile < e; ++tile) {
             const int64_t r0 = tile * kTile, r1 = std::min(N, r0 + kTile);
             for (int64_t t = 0; t < T; ++t) {
