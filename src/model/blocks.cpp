@@ -59,6 +59,16 @@ LayerWeights bind_layer(WeightSet& w, const ModelProfile& p, int il) {
     return L;
 }
 
+DecoderWeights bind_decoder(WeightSet& w, const ModelProfile& p, const char* norm_name) {
+    const int64_t E = p.n_embd, V = p.n_vocab;
+    DecoderWeights d;
+    d.tok_embd = w.get("token_embd.weight", {E, V});
+    d.output_norm = w.get(norm_name, {E});
+    d.output = p.tied_output ? d.tok_embd : w.get("output.weight", {E, V});
+    for (int il = 0; il < p.n_layer; ++il) d.layers.push_back(bind_layer(w, p, il));
+    return d;
+}
+
 // Rows [first, first + n_heads * head_dim) of a projection output [rows, T], as [head_dim, n_heads, T].
 static Tensor* heads_view(Graph& g, Tensor* proj, int64_t first, int64_t head_dim, int64_t n_heads) {
     const size_t es = sizeof(float);

@@ -9,6 +9,14 @@ namespace glia {
 // Binds the tensors of block il that exist, checking every shape against the profile.
 LayerWeights bind_layer(WeightSet& w, const ModelProfile& p, int il);
 
+// The weights every decoder family has: embeddings, final norm (under `norm_name`),
+// LM head (the embeddings when tied) and every block.
+struct DecoderWeights {
+    Tensor *tok_embd = nullptr, *output_norm = nullptr, *output = nullptr;
+    std::vector<LayerWeights> layers;
+};
+DecoderWeights bind_decoder(WeightSet& w, const ModelProfile& p, const char* norm_name = "output_norm.weight");
+
 // Self-attention of block il on the normalised input h [n_embd, T]; returns the output
 // projection [n_embd, T].
 Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,

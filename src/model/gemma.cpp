@@ -8,18 +8,13 @@ namespace {
 
 class Gemma : public Architecture {
 public:
-    Gemma(WeightSet& w, const ModelProfile& p) : p_(p) {
-        const int64_t E = p.n_embd, V = p.n_vocab;
-        tok_embd_ = w.get("token_embd.weight", {E, V});
-        output_norm_ = w.get("output_norm.weight", {E});
-        output_ = p.tied_output ? tok_embd_ : w.get("output.weight", {E, V});
-        for (int il = 0; il < p.n_layer; ++il) layers_.push_back(bind_layer(w, p, il));
-    }
+    Gemma(WeightSet& w, const ModelProfile& p)
+        : p_(p), w_(bind_decoder(w, p)) {}
 
     Tensor* forward(Graph& g, const ForwardInputs& in) const override {
-        Tensor* x = g.name(g.scale(g.get_rows(tok_embd_, in.tokens), p_.embed_scale), "inp_scaled");
+        Tensor* x = g.name(g.scale(g.get_rows(w_.tok_embd, in.tokens), p_.embed_scale), "inp_scaled");
         for (int il = 0; il < p_.n_layer; ++il) {
-            const LayerWeights& L = layers_[il];
+            const LayerWeights& L = w_.layers[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
             Tensor* a = keep_output_rows(g, p_, attention_block(g, p_, L, h, in, il), in, il);
             if (L.post_attn_norm) a = g.name(g.rms_norm(a, L.post_attn_norm, p_.norm_eps), "attn_post_norm", il);
@@ -29,13 +24,12 @@ public:
             if (L.post_ffn_norm) f = g.name(g.rms_norm(f, L.post_ffn_norm, p_.norm_eps), "ffn_post_norm", il);
             x = g.name(g.add(f, x), "l_out", il);
         }
-        return output_head(g, p_, x, output_norm_, output_, in);
+        return output_head(g, p_, x, w_.output_norm, w_.output, in);
     }
 
 private:
     const ModelProfile& p_;
-    Tensor *tok_embd_, *output_norm_, *output_;
-    std::vector<LayerWeights> layers_;
+    DecoderWeights w_;
 };
 
 }  // namespace

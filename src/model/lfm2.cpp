@@ -8,19 +8,14 @@ namespace {
 
 class Lfm2 : public Architecture {
 public:
-    Lfm2(WeightSet& w, const ModelProfile& p) : p_(p) {
-        const int64_t E = p.n_embd, V = p.n_vocab;
-        tok_embd_ = w.get("token_embd.weight", {E, V});
-        output_norm_ = w.get("token_embd_norm.weight", {E});  // lfm2's final norm
-        output_ = p.tied_output ? tok_embd_ : w.get("output.weight", {E, V});
-        for (int il = 0; il < p.n_layer; ++il) layers_.push_back(bind_layer(w, p, il));
-    }
+    Lfm2(WeightSet& w, const ModelProfile& p)
+        : p_(p), w_(bind_decoder(w, p, "token_embd_norm.weight")) {}
 
     Tensor* forward(Graph& g, const ForwardInputs& in) const override {
         const int64_t E = p_.n_embd, T = in.tokens->ne[0];
-        Tensor* x = g.name(g.get_rows(tok_embd_, in.tokens), "embd");
+        Tensor* x = g.name(g.get_rows(w_.tok_embd, in.tokens), "embd");
         for (int il = 0; il < p_.n_layer; ++il) {
-            const LayerWeights& L = layers_[il];
+            const LayerWeights& L = w_.layers[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
             Tensor* a;
             if (L.conv_in) {
@@ -37,13 +32,12 @@ public:
             h = g.name(g.rms_norm(x, L.ffn_norm, p_.norm_eps), "ffn_norm", il);
             x = g.name(g.add(ffn_block(g, p_, L, h, in, il), x), "l_out", il);
         }
-        return output_head(g, p_, x, output_norm_, output_, in);
+        return output_head(g, p_, x, w_.output_norm, w_.output, in);
     }
 
 private:
     const ModelProfile& p_;
-    Tensor *tok_embd_, *output_norm_, *output_;
-    std::vector<LayerWeights> layers_;
+    DecoderWeights w_;
 };
 
 }  // namespace
