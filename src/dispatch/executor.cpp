@@ -13,7 +13,8 @@ Executor::Executor(Backend& cpu) : cpu_(cpu) {
     if (const char* e = std::getenv("GLIA_PROFILE"); e && *e && *e != '0') profile_ = true;
 }
 
-void Executor::run(const Graph& g) {
+void Executor::run(Graph& g) {
+    g.plan(arena_);
     for (const Node& n : g.nodes()) {
         if (!cpu_.supports(n)) fail("no backend supports op ", op_name(n.op));
         const auto t0 = std::chrono::steady_clock::now();

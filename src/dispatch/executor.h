@@ -13,13 +13,15 @@ namespace glia {
 class Executor {
 public:
     explicit Executor(Backend& cpu);
-    void run(const Graph& g);
+    // Places the graph's activations in this executor's arena, then runs every node.
+    void run(Graph& g);
     // Where debug dumps go (stderr by default); enabled by GLIA_DEBUG_LAYERS or set_debug.
     void set_debug(FILE* out) { debug_ = out; }
     void print_profile(FILE* out) const;
 
 private:
     Backend& cpu_;
+    Arena arena_;
     FILE* debug_ = nullptr;
     bool profile_ = false;
     struct Stat { double seconds = 0; long calls = 0; };

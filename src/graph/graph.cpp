@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -19,10 +21,27 @@ static bool same_shape(const Tensor* a, const Tensor* b) {
     return true;
 }
 
+Arena::~Arena() { std::free(base_); }
+
+uint8_t* Arena::reserve(size_t bytes) {
+    if (bytes <= cap_) return base_;
+    // Grow by at least half again so a slowly rising plan does not reallocate every step.
+    size_t cap = std::max(bytes, cap_ + cap_ / 2);
+    cap = (cap + 4095) & ~size_t(4095);
+    std::free(base_);
+    base_ = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
+    if (!base_) {
+        cap_ = 0;
+        fail("out of memory: the graph needs ", bytes >> 20, " MiB of activations");
+    }
+    cap_ = cap;
+    return base_;
+}
+
 Tensor* Graph::alloc(Tensor t) {
     const size_t n = t.nbytes();
-    auto buf = std::make_unique<uint8_t[]>(n + 64);
-    // 64-byte alignment for SIMD loads.
+    // Default-initialised (not zero-filled); 64-byte alignment for SIMD loads.
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[n + 64]);
     auto addr = reinterpret_cast<uintptr_t>(buf.get());
     t.data = reinterpret_cast<void*>((addr + 63) & ~uintptr_t(63));
     buffers_.push_back(std::move(buf));
@@ -36,15 +55,33 @@ Tensor* Graph::new_tensor(DType type, int64_t ne0, int64_t ne1, int64_t ne2, int
     return alloc(std::move(t));
 }
 
+Tensor* Graph::out_tensor(DType type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    tensors_.push_back(Tensor::make(type, ne0, ne1, ne2, ne3));
+    Tensor* t = &tensors_.back();
+    placed_[t] = {t, 0};
+    return t;
+}
+
+// A view `v` of `t` starting `offset` bytes in: points into t's memory now, or, when t is a
+// node output not yet placed, is resolved by plan().
+Tensor* Graph::alias(Tensor* t, Tensor v, size_t offset) {
+    tensors_.push_back(std::move(v));
+    Tensor* r = &tensors_.back();
+    if (auto it = placed_.find(t); it != placed_.end()) {
+        placed_[r] = {it->second.root, it->second.offset + offset};
+    } else {
+        r->data = static_cast<uint8_t*>(t->data) + offset;
+    }
+    return r;
+}
+
 Tensor* Graph::reshape(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     if (!t->is_contiguous()) fail("reshape of non-contiguous tensor '", t->name, "'");
     if (ne0 * ne1 * ne2 * ne3 != t->n_elements())
         fail("reshape of '", t->name, "' ", t->shape_str(), " to a different element count");
     Tensor v = Tensor::make(t->type, ne0, ne1, ne2, ne3);
-    v.data = t->data;
     v.name = t->name;
-    tensors_.push_back(std::move(v));
-    return &tensors_.back();
+    return alias(t, std::move(v), 0);
 }
 
 Tensor* Graph::view(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
@@ -52,11 +89,89 @@ Tensor* Graph::view(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1
     v.nb[1] = nb1;
     v.nb[2] = nb2;
     v.nb[3] = nb2 * ne2;
-    v.data = static_cast<uint8_t*>(t->data) + offset;
     v.name = t->name + " (view)";
     if (offset + v.nbytes() > t->nbytes()) fail("view of '", t->name, "' out of bounds");
-    tensors_.push_back(std::move(v));
-    return &tensors_.back();
+    return alias(t, std::move(v), offset);
+}
+
+void Graph::plan(Arena& arena) {
+    if (placed_.empty()) return;
+    const int n_nodes = static_cast<int>(nodes_.size());
+    // Last node reading each placed root (the graph output lives to the end).
+    std::unordered_map<const Tensor*, int> last;
+    auto root_of = [&](const Tensor* t) -> Tensor* {
+        auto it = placed_.find(t);
+        return it == placed_.end() ? nullptr : it->second.root;
+    };
+    for (int i = 0; i < n_nodes; ++i) {
+        const Node& n = nodes_[i];
+        for (const Tensor* s : n.src)
+            if (Tensor* r = s ? root_of(s) : nullptr) last[r] = i;
+        if (Tensor* r = n.extra ? root_of(n.extra) : nullptr) last[r] = i;
+    }
+    if (Tensor* r = output_ ? root_of(output_) : nullptr) last[r] = n_nodes;
+
+    // Greedy first-fit over a free list ordered by offset; a node's output is placed
+    // before its inputs' memory is released, so an op never writes over what it reads.
+    struct Block { size_t off, size; };
+    std::vector<Block> free_list;
+    std::unordered_map<const Tensor*, size_t> offset_of;
+    std::vector<std::vector<const Tensor*>> release(n_nodes + 1);
+    size_t top = 0;
+    auto take = [&](size_t size) {
+        for (size_t b = 0; b < free_list.size(); ++b) {
+            if (free_list[b].size < size) continue;
+            const size_t off = free_list[b].off;
+            free_list[b].off += size;
+            free_list[b].size -= size;
+            if (free_list[b].size == 0) free_list.erase(free_list.begin() + b);
+            return off;
+        }
+        // Grow the top, absorbing a free block that ends there.
+        if (!free_list.empty() && free_list.back().off + free_list.back().size == top) {
+            const size_t off = free_list.back().off;
+            free_list.pop_back();
+            top = off + size;
+            return off;
+        }
+        const size_t off = top;
+        top += size;
+        return off;
+    };
+    auto give = [&](size_t off, size_t size) {
+        auto it = std::lower_bound(free_list.begin(), free_list.end(), off,
+                                   [](const Block& b, size_t o) { return b.off < o; });
+        it = free_list.insert(it, Block{off, size});
+        auto next = it + 1;
+        if (next != free_list.end() && it->off + it->size == next->off) {
+            it->size += next->size;
+            free_list.erase(next);
+        }
+        if (it != free_list.begin()) {
+            auto prev = it - 1;
+            if (prev->off + prev->size == it->off) {
+                prev->size += it->size;
+                free_list.erase(it);
+            }
+        }
+    };
+    auto padded = [](const Tensor* t) { return (t->nbytes() + 63) & ~size_t(63); };
+    for (int i = 0; i < n_nodes; ++i) {
+        const Tensor* out = nodes_[i].out;
+        if (placed_.count(out) && !offset_of.count(out)) {
+            offset_of[out] = take(padded(out));
+            auto it = last.find(out);
+            release[it == last.end() ? i : it->second].push_back(out);
+        }
+        for (const Tensor* r : release[i]) give(offset_of[r], padded(r));
+    }
+    planned_bytes_ = top;
+    uint8_t* base = arena.reserve(top);
+    for (auto& [t, p] : placed_) {
+        auto it = offset_of.find(p.root);
+        if (it == offset_of.end()) fail("graph: tensor '", t->name, "' is read but no node computes it");
+        const_cast<Tensor*>(t)->data = base + it->second + p.offset;
+    }
 }
 
 Tensor* Graph::add_node(Node n) {
@@ -74,7 +189,7 @@ Tensor* Graph::get_rows(Tensor* table, Tensor* ids) {
     Node n;
     n.op = Op::GET_ROWS;
     n.src = {table, ids};
-    n.out = new_tensor(DType::F32, table->ne[0], ids->ne[0]);
+    n.out = out_tensor(DType::F32, table->ne[0], ids->ne[0]);
     return add_node(n);
 }
 
@@ -85,7 +200,7 @@ Tensor* Graph::rms_norm(Tensor* x, Tensor* w, float eps) {
     n.op = Op::RMS_NORM;
     n.src = {x, w};
     n.f0 = eps;
-    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
     return add_node(n);
 }
 
@@ -96,7 +211,7 @@ Tensor* Graph::add(Tensor* a, Tensor* b) {
     Node n;
     n.op = Op::ADD;
     n.src = {a, b};
-    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    n.out = out_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
     return add_node(n);
 }
 
@@ -106,7 +221,7 @@ Tensor* Graph::mul(Tensor* a, Tensor* b) {
     Node n;
     n.op = Op::MUL;
     n.src = {a, b};
-    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    n.out = out_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
     return add_node(n);
 }
 
@@ -115,7 +230,7 @@ Tensor* Graph::scale(Tensor* a, float s) {
     n.op = Op::SCALE;
     n.src = {a};
     n.f0 = s;
-    n.out = new_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    n.out = out_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
     return add_node(n);
 }
 
@@ -127,7 +242,7 @@ Tensor* Graph::matmul(Tensor* w, Tensor* x) {
     Node n;
     n.op = Op::MATMUL;
     n.src = {w, x};
-    n.out = new_tensor(DType::F32, w->ne[1], x->n_rows());
+    n.out = out_tensor(DType::F32, w->ne[1], x->n_rows());
     return add_node(n);
 }
 
@@ -138,7 +253,7 @@ Tensor* Graph::rope(Tensor* x, Tensor* pos, const RopeParams& p) {
     n.op = Op::ROPE;
     n.src = {x, pos};
     n.rope = p;
-    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
     return add_node(n);
 }
 
@@ -155,22 +270,22 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor
     n.attn = p;
     n.cache = cache;
     n.extra = seq;
-    n.out = new_tensor(DType::F32, v->ne[0] * q->ne[1], q->ne[2]);
+    n.out = out_tensor(DType::F32, v->ne[0] * q->ne[1], q->ne[2]);
     return add_node(n);
 }
 
-static Node glu_node(Graph& g, Op op, Tensor* gate, Tensor* up) {
+Node Graph::glu_node(Op op, Tensor* gate, Tensor* up) {
     if (!same_shape(gate, up)) fail(op_name(op), ": gate ", gate->shape_str(), " and up ", up->shape_str(), " differ");
     if (gate->ne[2] != 1 || gate->ne[3] != 1) fail(op_name(op), ": expects 2-D inputs");
     Node n;
     n.op = op;
     n.src = {gate, up};
-    n.out = g.new_tensor(DType::F32, gate->ne[0], gate->ne[1]);
+    n.out = out_tensor(DType::F32, gate->ne[0], gate->ne[1]);
     return n;
 }
 
-Tensor* Graph::swiglu(Tensor* gate, Tensor* up) { return add_node(glu_node(*this, Op::SWIGLU, gate, up)); }
-Tensor* Graph::geglu(Tensor* gate, Tensor* up) { return add_node(glu_node(*this, Op::GEGLU, gate, up)); }
+Tensor* Graph::swiglu(Tensor* gate, Tensor* up) { return add_node(glu_node(Op::SWIGLU, gate, up)); }
+Tensor* Graph::geglu(Tensor* gate, Tensor* up) { return add_node(glu_node(Op::GEGLU, gate, up)); }
 
 Tensor* Graph::softcap(Tensor* x, float cap) {
     if (!(cap > 0)) fail("softcap: cap must be positive");
@@ -178,7 +293,7 @@ Tensor* Graph::softcap(Tensor* x, float cap) {
     n.op = Op::SOFTCAP;
     n.src = {x};
     n.f0 = cap;
-    n.out = new_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
     return add_node(n);
 }
 
@@ -199,7 +314,7 @@ Tensor* Graph::moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps
     n.i0 = n_used;
     n.b0 = norm_weights;
     n.forced = forced;
-    n.out = new_tensor(DType::F32, E, x->ne[1]);
+    n.out = out_tensor(DType::F32, E, x->ne[1]);
     return add_node(n);
 }
 
@@ -212,7 +327,7 @@ Tensor* Graph::shortconv(Tensor* bx, Tensor* w, RecurrentState* state, Tensor* s
     n.src = {bx, w, seq};
     n.state = state;
     n.i0 = layer;
-    n.out = new_tensor(DType::F32, bx->ne[0], bx->ne[1]);
+    n.out = out_tensor(DType::F32, bx->ne[0], bx->ne[1]);
     return add_node(n);
 }
 

@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -65,6 +66,23 @@ struct Node {
     const int32_t* forced = nullptr;  // MOE: forced expert ids [T][n_used] (testing), or null
 };
 
+// Memory for a graph's activations, kept from one step to the next: it grows to the
+// largest plan seen and is never zero-filled (every op writes all of its output).
+class Arena {
+public:
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
+    // At least `bytes` of 64-byte aligned memory; the contents are not kept when it grows.
+    uint8_t* reserve(size_t bytes);
+    size_t capacity() const { return cap_; }
+
+private:
+    uint8_t* base_ = nullptr;
+    size_t cap_ = 0;
+};
+
 // The batch a graph computes: tokens and their positions.
 struct Batch {
     std::vector<int32_t> tokens;
@@ -78,7 +96,8 @@ public:
     Graph(const Graph&) = delete;
     Graph& operator=(const Graph&) = delete;
 
-    // A new F32 (or `type`) activation tensor owned by the graph (memory allocated).
+    // A new input tensor owned by the graph, its memory allocated now (not zero-filled):
+    // the caller fills it before running the graph.
     Tensor* new_tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1,
                        const std::string& name = "");
     // A view of `t` with a new contiguous shape (same element count).
@@ -109,6 +128,12 @@ public:
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);
 
+    // Places every node output in `arena` (reusing the memory of tensors no later node
+    // reads) and resolves views of them. Called by the executor before running.
+    void plan(Arena& arena);
+    // Bytes the last plan needed (peak of live node outputs).
+    size_t planned_bytes() const { return planned_bytes_; }
+
     const std::vector<Node>& nodes() const { return nodes_; }
     Tensor* output() const { return output_; }
     void set_output(Tensor* t) { output_ = t; }
@@ -116,6 +141,13 @@ public:
 private:
     Tensor* add_node(Node n);
     Tensor* alloc(Tensor t);
+    // A node's output: memory assigned later by plan().
+    Tensor* out_tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
+    Node glu_node(Op op, Tensor* gate, Tensor* up);
+    Tensor* alias(Tensor* t, Tensor v, size_t offset);
+    struct Place { Tensor* root; size_t offset; };
+    std::unordered_map<const Tensor*, Place> placed_;  // deferred tensors and their views
+    size_t planned_bytes_ = 0;
     std::deque<Tensor> tensors_;
     std::vector<std::unique_ptr<uint8_t[]>> buffers_;
     std::vector<Node> nodes_;

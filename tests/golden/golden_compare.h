@@ -29,8 +29,10 @@ struct CompareResult {
 };
 
 // golden/ours: the parsed JSON records; golden_logits/our_logits: last-position logits.
+// forced_routing: ours ran with the golden's recorded MoE routing (glia eval
+// --force-routing), so the router near-tie exemptions do not apply.
 CompareResult compare_golden(const nlohmann::json& golden, const nlohmann::json& ours,
                              const std::vector<float>& golden_logits, const std::vector<float>& our_logits,
-                             const Tolerance& tol);
+                             const Tolerance& tol, bool forced_routing = false);
 
 }  // namespace glia::test

@@ -144,9 +144,18 @@ TEST(Engine, RejectsRequestsThatCanNeverFitAndFullQueues) {
     GenerationRequest bad = greedy({1, 99999}, 4);
     EXPECT_THROW(engine.submit(bad, [](const TokenEvent&) { return true; }), Error);
     // One running (slot taken) and one waiting fill the queue; the next is refused.
+    // The first request's callback slows each of its 40 steps to 10 ms, so it is still
+    // running while the queue is probed however fast generation is (callbacks run on the
+    // engine thread; the engine's lock is free between steps).
     Collector c1, c2;
-    engine.submit(greedy(p, 40), c1.callback());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::atomic<bool> started{false};
+    auto cb1 = c1.callback();
+    engine.submit(greedy(p, 40), [&](const TokenEvent& ev) {
+        started = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return cb1(ev);
+    });
+    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     engine.submit(greedy(p, 40), c2.callback());
     bool refused = false;
     try {

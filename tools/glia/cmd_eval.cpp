@@ -11,6 +11,7 @@
 #include "common.h"
 #include "core/json.h"
 #include "gguf/gguf.h"
+#include "jinja/value.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -38,6 +39,58 @@ std::string hex(const std::string& s) {
     return out;
 }
 
+// Recorded MoE routing: ids[layer][position][n_used]. Position n_prompt - 1 + s is
+// greedy step s (step 0 is the last prompt position).
+struct ForcedRouting {
+    int n_used = 0;
+    std::vector<std::vector<std::vector<int32_t>>> by_layer;  // empty: layer not forced
+    std::vector<std::vector<int32_t>> bufs;  // per layer: the graph holds every layer's pointer
+    const int32_t* ids(int il, int pos0, int n) {
+        if (il < 0 || il >= static_cast<int>(by_layer.size()) || by_layer[il].empty()) return nullptr;
+        const auto& L = by_layer[il];
+        if (pos0 + n > static_cast<int>(L.size()))
+            fail("--force-routing: the golden records ", L.size(), " positions, asked for ", pos0 + n);
+        bufs.resize(by_layer.size());
+        auto& buf = bufs[il];
+        buf.clear();
+        for (int p = pos0; p < pos0 + n; ++p) buf.insert(buf.end(), L[p].begin(), L[p].end());
+        return buf.data();
+    }
+};
+
+ForcedRouting read_forced_routing(const std::string& path, int n_used, int n_prompt, int n_predict) {
+    const jinja::Value g = jinja::Value::parse_json(read_file(path));
+    const jinja::Value* sel = g.is_object() ? g.object_data().find("moe_selected_experts") : nullptr;
+    if (!sel || !sel->is_object()) fail("--force-routing: '", path, "' has no moe_selected_experts");
+    const jinja::Value* layers = sel->object_data().find("layers");
+    const jinja::Value* prompt = sel->object_data().find("prompt");
+    const jinja::Value* greedy = sel->object_data().find("greedy");
+    if (!layers || !prompt || !greedy || !layers->is_array() || !prompt->is_array() || !greedy->is_array())
+        fail("--force-routing: '", path, "': moe_selected_experts needs layers, prompt and greedy arrays");
+    if (static_cast<int>(prompt->items().size()) != n_prompt)
+        fail("--force-routing: '", path, "' records ", prompt->items().size(), " prompt positions, the prompt has ", n_prompt);
+    if (static_cast<int>(greedy->items().size()) < n_predict)
+        fail("--force-routing: '", path, "' records ", greedy->items().size(), " greedy steps, ", n_predict, " asked");
+    ForcedRouting f;
+    f.n_used = n_used;
+    const int n_pos = n_prompt + std::max(0, n_predict - 1);
+    for (size_t l = 0; l < layers->items().size(); ++l) {
+        const int il = static_cast<int>(layers->items()[l].as_int());
+        if (il < 0 || il > 4096) fail("--force-routing: bad layer index ", il);
+        if (static_cast<int>(f.by_layer.size()) <= il) f.by_layer.resize(il + 1);
+        auto& L = f.by_layer[il];
+        L.resize(n_pos);
+        for (int p = 0; p < n_pos; ++p) {
+            const jinja::Value& at = p < n_prompt ? prompt->items()[p] : greedy->items()[p - n_prompt + 1];
+            if (!at.is_array() || l >= at.items().size() || !at.items()[l].is_array() ||
+                static_cast<int>(at.items()[l].items().size()) != n_used)
+                fail("--force-routing: '", path, "': position ", p, " layer ", il, " does not hold ", n_used, " ids");
+            for (size_t k = 0; k < at.items()[l].items().size(); ++k) L[p].push_back(static_cast<int32_t>(at.items()[l].items()[k].as_int()));
+        }
+    }
+    return f;
+}
+
 int cmd_eval(const std::vector<std::string>& argv) {
     Args a("eval", "MODEL (--prompt-file FILE | -p TEXT) [options]");
     add_runtime_options(a);
@@ -46,7 +99,9 @@ int cmd_eval(const std::vector<std::string>& argv) {
         .opt("--prompt-id", "ID", "prompt_id to record (default: the prompt file's stem)")
         .opt("-n,--n-predict", "N", "greedy tokens to generate", "48")
         .opt("--json-out", "FILE", "where to write the JSON (default: stdout)")
-        .opt("--logits-out", "FILE", "where to write the last-position logits (float32 LE)");
+        .opt("--logits-out", "FILE", "where to write the last-position logits (float32 LE)")
+        .opt("--force-routing", "GOLDEN", "MoE models: use the experts a golden JSON records (moe_selected_experts) "
+                                          "at every position instead of our own top-k (weights still ours)");
     if (!a.parse(argv)) return 0;
     std::string prompt, prompt_id = a.str("--prompt-id");
     if (a.has("-f")) {
@@ -71,6 +126,11 @@ int cmd_eval(const std::vector<std::string>& argv) {
     so.n_ctx = a.integer("-c") > 0 ? static_cast<int>(a.integer("-c")) : n_prompt + n_predict;
     Session s(*model, so);
     const int V = s.n_vocab();
+    ForcedRouting forced;
+    if (a.has("--force-routing")) {
+        forced = read_forced_routing(a.str("--force-routing"), model->profile().n_expert_used, n_prompt, n_predict);
+        s.set_forced_experts([&forced](int il, int pos0, int n) { return forced.ids(il, pos0, n); });
+    }
 
     // The whole prompt in one forward pass, logits at every position.
     std::vector<float> prompt_logits = s.decode(tokens, true);

@@ -3,12 +3,13 @@
 // (causal, optionally a sliding window) and the weighted sum of V. Tokens of several
 // sequences may share a batch: each attends only to its own sequence's cache.
 // Numerics follow the reference: q rounded to f16 for q.k, probabilities rounded to
-// f16 for the product with V, softmax sum in double.
+// f16 for the product with V (kernels in simd/attention.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd/attention.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "runtime/kv_cache.h"
@@ -47,11 +48,16 @@ void op_attention(const Node& n, ThreadPool& pool) {
         }
     }
 
+    // Queries are processed in tiles: up to kTileTokens tokens of one sequence times the
+    // `group` query heads that share a KV head, so each key and value row is read once
+    // per tile. Within a tile each query sees only its own causal (and window) range.
+    constexpr int64_t kTileTokens = 8;
+    const simd::AttnKernels& kern = simd::attn_kernels();
     Tensor& out = *n.out;
     std::vector<int> seqs;
     for (int64_t t = 0; t < T; ++t)
         if (std::find(seqs.begin(), seqs.end(), seq_of(t)) == seqs.end()) seqs.push_back(seq_of(t));
-    std::vector<float> kf, vf;
+    std::vector<const uint16_t*> krows, vrows;
     std::vector<int64_t> toks;
     for (const int s : seqs) {
         toks.clear();
@@ -61,52 +67,58 @@ void op_attention(const Node& n, ThreadPool& pool) {
                 toks.push_back(t);
                 max_pos = std::max(max_pos, pos[t]);
             }
-        const int64_t n_cells = max_pos + 1;
-        // Widen the visible part of this sequence's cache to f32 once.
-        kf.resize(static_cast<size_t>(n_cells) * n_kv * hd);
-        vf.resize(static_cast<size_t>(n_cells) * n_kv * hd_v);
-        pool.parallel_for(n_cells, [&](int64_t c0, int64_t c1) {
-            for (int64_t c = c0; c < c1; ++c) {
-                const uint16_t* kr = cache.k_row(il, s, static_cast<int>(c));
-                const uint16_t* vr = cache.v_row(il, s, static_cast<int>(c));
-                for (int64_t i = 0; i < n_kv * hd; ++i) kf[c * n_kv * hd + i] = f16_to_f32(kr[i]);
-                for (int64_t i = 0; i < n_kv * hd_v; ++i) vf[c * n_kv * hd_v + i] = f16_to_f32(vr[i]);
-            }
-        });
-        const int64_t n_jobs = static_cast<int64_t>(toks.size()) * n_head;
+        const int n_cells = max_pos + 1;
+        krows.resize(n_cells);
+        vrows.resize(n_cells);
+        for (int c = 0; c < n_cells; ++c) {
+            krows[c] = cache.k_row(il, s, c);
+            vrows[c] = cache.v_row(il, s, c);
+        }
+        const int64_t n_tiles = (static_cast<int64_t>(toks.size()) + kTileTokens - 1) / kTileTokens;
+        const int64_t n_jobs = n_tiles * n_kv;
         pool.run([&](int ith, int nth) {
-            std::vector<float> qh(hd), sc(n_cells), acc(hd_v);
+            thread_local std::vector<float> qbuf, sbuf, acc;
             for (int64_t job = ith; job < n_jobs; job += nth) {
-                const int64_t t = toks[job / n_head], h = job % n_head, kvh = h / group;
-                const float* qs = reinterpret_cast<const float*>(q.row(h, t));
-                for (int64_t i = 0; i < hd; ++i) qh[i] = round_f16(qs[i]);
-                const int p = pos[t];
-                const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
-                float mx = -std::numeric_limits<float>::infinity();
-                for (int c = lo; c <= p; ++c) {
-                    const float* kr = &kf[(static_cast<size_t>(c) * n_kv + kvh) * hd];
-                    float d = 0.0f;
-                    for (int64_t i = 0; i < hd; ++i) d += qh[i] * kr[i];
-                    d *= ap.scale;
-                    if (ap.softcap > 0.0f) d = std::tanh(d * (1.0f / ap.softcap)) * ap.softcap;
-                    sc[c] = d;
-                    mx = std::max(mx, d);
+                const int64_t tile = job / n_kv, kvh = job % n_kv;
+                const int64_t i0 = tile * kTileTokens;
+                const int64_t nt = std::min<int64_t>(kTileTokens, static_cast<int64_t>(toks.size()) - i0);
+                const int nq = static_cast<int>(nt * group);
+                // The cells any query of the tile may see.
+                int c_lo = std::numeric_limits<int>::max(), c_hi = 0;
+                for (int64_t i = i0; i < i0 + nt; ++i) {
+                    const int p = pos[toks[i]];
+                    c_lo = std::min(c_lo, ap.window > 0 ? std::max(0, p - ap.window + 1) : 0);
+                    c_hi = std::max(c_hi, p + 1);
                 }
-                double sum = 0.0;
-                for (int c = lo; c <= p; ++c) {
-                    const float e = std::exp(sc[c] - mx);
-                    sc[c] = e;
-                    sum += e;
+                const int nc = c_hi - c_lo;
+                qbuf.resize(static_cast<size_t>(nq) * hd);
+                sbuf.resize(static_cast<size_t>(nq) * nc);
+                acc.resize(static_cast<size_t>(nq) * hd_v);
+                // Query j = (token i, head g of the group), q rounded to f16.
+                for (int64_t i = 0; i < nt; ++i)
+                    for (int64_t g = 0; g < group; ++g) {
+                        const float* qs = reinterpret_cast<const float*>(q.row(kvh * group + g, toks[i0 + i]));
+                        float* qd = &qbuf[(i * group + g) * hd];
+                        for (int64_t e = 0; e < hd; ++e) qd[e] = round_f16(qs[e]);
+                    }
+                kern.scores(static_cast<int>(hd), nq, qbuf.data(), krows.data() + c_lo, kvh * hd, nc, sbuf.data(),
+                            nc);
+                for (int j = 0; j < nq; ++j) {
+                    const int p = pos[toks[i0 + j / group]];
+                    const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
+                    float* sj = &sbuf[static_cast<size_t>(j) * nc];
+                    std::fill(sj, sj + (lo - c_lo), 0.0f);
+                    kern.softmax(sj + (lo - c_lo), p + 1 - lo, ap.scale, ap.softcap);
+                    std::fill(sj + (p + 1 - c_lo), sj + nc, 0.0f);
                 }
-                const float inv = static_cast<float>(1.0 / sum);
-                std::fill(acc.begin(), acc.end(), 0.0f);
-                for (int c = lo; c <= p; ++c) {
-                    const float pc = round_f16(sc[c] * inv);
-                    const float* vr = &vf[(static_cast<size_t>(c) * n_kv + kvh) * hd_v];
-                    for (int64_t i = 0; i < hd_v; ++i) acc[i] += pc * vr[i];
-                }
-                float* o = reinterpret_cast<float*>(out.row(t)) + h * hd_v;
-                for (int64_t i = 0; i < hd_v; ++i) o[i] = acc[i];
+                kern.weighted_sum(static_cast<int>(hd_v), nq, sbuf.data(), nc, vrows.data() + c_lo, kvh * hd_v, nc,
+                                  acc.data());
+                for (int64_t i = 0; i < nt; ++i)
+                    for (int64_t g = 0; g < group; ++g) {
+                        float* o = reinterpret_cast<float*>(out.row(toks[i0 + i])) + (kvh * group + g) * hd_v;
+                        const float* a = &acc[(i * group + g) * hd_v];
+                        std::copy(a, a + hd_v, o);
+                    }
             }
         });
     }
