@@ -13,6 +13,10 @@ Executor::Executor(Backend& cpu) : cpu_(cpu) {
     if (const char* e = std::getenv("GLIA_PROFILE"); e && *e && *e != '0') profile_ = true;
 }
 
+Executor::~Executor() {
+    if (profile_ && !stats_.empty()) print_profile(stderr);
+}
+
 void Executor::run(Graph& g) {
     g.plan(arena_);
     for (const Node& n : g.nodes()) {

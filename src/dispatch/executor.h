@@ -13,6 +13,7 @@ namespace glia {
 class Executor {
 public:
     explicit Executor(Backend& cpu);
+    ~Executor();  // prints the per-op profile (GLIA_PROFILE=1) to stderr
     // Places the graph's activations in this executor's arena, then runs every node.
     void run(Graph& g);
     // Where debug dumps go (stderr by default); enabled by GLIA_DEBUG_LAYERS or set_debug.

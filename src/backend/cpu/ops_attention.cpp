@@ -51,7 +51,8 @@ void op_attention(const Node& n, ThreadPool& pool) {
     // Queries are processed in tiles: up to kTileTokens tokens of one sequence times the
     // `group` query heads that share a KV head, so each key and value row is read once
     // per tile. Within a tile each query sees only its own causal (and window) range.
-    constexpr int64_t kTileTokens = 8;
+    constexpr int64_t kTileTokens = 16;
+    constexpr int kTileMinQueries = 8;  // smaller tiles (decode) take the per-query kernels
     const simd::AttnKernels& kern = simd::attn_kernels();
     Tensor& out = *n.out;
     std::vector<int> seqs;
@@ -78,6 +79,7 @@ void op_attention(const Node& n, ThreadPool& pool) {
         const int64_t n_jobs = n_tiles * n_kv;
         pool.run([&](int ith, int nth) {
             thread_local std::vector<float> qbuf, sbuf, acc;
+            thread_local std::vector<int> lo_hi;
             for (int64_t job = ith; job < n_jobs; job += nth) {
                 const int64_t tile = job / n_kv, kvh = job % n_kv;
                 const int64_t i0 = tile * kTileTokens;
@@ -92,7 +94,7 @@ void op_attention(const Node& n, ThreadPool& pool) {
                 }
                 const int nc = c_hi - c_lo;
                 qbuf.resize(static_cast<size_t>(nq) * hd);
-                sbuf.resize(static_cast<size_t>(nq) * nc);
+                if (nq < kTileMinQueries) sbuf.resize(static_cast<size_t>(nq) * nc);
                 acc.resize(static_cast<size_t>(nq) * hd_v);
                 // Query j = (token i, head g of the group), q rounded to f16.
                 for (int64_t i = 0; i < nt; ++i)
@@ -101,18 +103,46 @@ void op_attention(const Node& n, ThreadPool& pool) {
                         float* qd = &qbuf[(i * group + g) * hd];
                         for (int64_t e = 0; e < hd; ++e) qd[e] = round_f16(qs[e]);
                     }
-                kern.scores(static_cast<int>(hd), nq, qbuf.data(), krows.data() + c_lo, kvh * hd, nc, sbuf.data(),
-                            nc);
-                for (int j = 0; j < nq; ++j) {
-                    const int p = pos[toks[i0 + j / group]];
-                    const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
-                    float* sj = &sbuf[static_cast<size_t>(j) * nc];
-                    std::fill(sj, sj + (lo - c_lo), 0.0f);
-                    kern.softmax(sj + (lo - c_lo), p + 1 - lo, ap.scale, ap.softcap);
-                    std::fill(sj + (p + 1 - c_lo), sj + nc, 0.0f);
+                if (nq >= kTileMinQueries) {
+                    // Prefill: one kernel call for the whole tile.
+                    lo_hi.resize(2 * static_cast<size_t>(nq));
+                    for (int j = 0; j < nq; ++j) {
+                        const int p = pos[toks[i0 + j / group]];
+                        lo_hi[j] = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
+                        lo_hi[nq + j] = p + 1 - c_lo;
+                    }
+                    simd::AttnTile at;
+                    at.hd = static_cast<int>(hd);
+                    at.hd_v = static_cast<int>(hd_v);
+                    at.nq = nq;
+                    at.q = qbuf.data();
+                    at.k = krows.data() + c_lo;
+                    at.v = vrows.data() + c_lo;
+                    at.k_off = kvh * hd;
+                    at.v_off = kvh * hd_v;
+                    at.n = nc;
+                    at.lo = lo_hi.data();
+                    at.hi = lo_hi.data() + nq;
+                    at.scale = ap.scale;
+                    at.softcap = ap.softcap;
+                    acc.resize(static_cast<size_t>(nq) * hd_v);
+                    at.out = acc.data();
+                    at.out_stride = static_cast<size_t>(hd_v);
+                    kern.tile(at);
+                } else {
+                    kern.scores(static_cast<int>(hd), nq, qbuf.data(), krows.data() + c_lo, kvh * hd, nc, sbuf.data(),
+                                nc);
+                    for (int j = 0; j < nq; ++j) {
+                        const int p = pos[toks[i0 + j / group]];
+                        const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
+                        float* sj = &sbuf[static_cast<size_t>(j) * nc];
+                        std::fill(sj, sj + (lo - c_lo), 0.0f);
+                        kern.softmax(sj + (lo - c_lo), p + 1 - lo, ap.scale, ap.softcap);
+                        std::fill(sj + (p + 1 - c_lo), sj + nc, 0.0f);
+                    }
+                    kern.weighted_sum(static_cast<int>(hd_v), nq, sbuf.data(), nc, vrows.data() + c_lo, kvh * hd_v,
+                                      nc, acc.data());
                 }
-                kern.weighted_sum(static_cast<int>(hd_v), nq, sbuf.data(), nc, vrows.data() + c_lo, kvh * hd_v, nc,
-                                  acc.data());
                 for (int64_t i = 0; i < nt; ++i)
                     for (int64_t g = 0; g < group; ++g) {
                         float* o = reinterpret_cast<float*>(out.row(toks[i0 + i])) + (kvh * group + g) * hd_v;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/simd/internal.h"
 #include "core/f16.h"
@@ -59,6 +60,18 @@ void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const 
             float* a = acc + static_cast<size_t>(j) * hd;
             for (int i = 0; i < hd; ++i) a[i] += pc * f16_to_f32(vr[i]);
         }
+    }
+}
+
+void tile_scalar(const AttnTile& t) {
+    std::vector<float> s(t.n), acc(t.hd_v);
+    for (int j = 0; j < t.nq; ++j) {
+        const float* qj = t.q + static_cast<size_t>(j) * t.hd;
+        const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
+        scores_scalar(t.hd, 1, qj, t.k + lo, t.k_off, n, s.data(), n);
+        softmax_scalar(s.data(), n, t.scale, t.softcap);
+        weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_off, n, acc.data());
+        std::copy(acc.begin(), acc.end(), t.out + j * t.out_stride);
     }
 }
 
@@ -162,6 +175,126 @@ GLIA_TARGET_AVX512 void weighted_sum_avx512(int hd, int nq, const float* p, size
     }
 }
 
+// The tile kernel keeps 16 queries in the lanes of a vector: scores come out as one
+// vector per cell (no horizontal sums), the softmax runs down the cells with vertical
+// operations, and the weighted sum broadcasts each probability against f32 value rows.
+// Keys and values are widened to f32 a chunk of cells at a time, once for all queries.
+constexpr int kChunk = 128;
+
+GLIA_TARGET_AVX512 void widen_rows(const uint16_t* const* rows, size_t off, int n, int hd, float* dst) {
+    for (int c = 0; c < n; ++c) {
+        const uint16_t* r = rows[c] + off;
+        for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(dst + static_cast<size_t>(c) * hd + i, load_f16(r + i));
+    }
+}
+
+GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
+    if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
+    const int n_groups = (t.nq + 15) / 16;
+    thread_local std::vector<float> qt, sc, kv;
+    qt.assign(static_cast<size_t>(n_groups) * t.hd * 16, 0.0f);
+    sc.resize(static_cast<size_t>(n_groups) * t.n * 16);
+    kv.resize(static_cast<size_t>(kChunk) * std::max(t.hd, t.hd_v));
+    // Queries transposed: qt[g][d][lane].
+    for (int j = 0; j < t.nq; ++j)
+        for (int d = 0; d < t.hd; ++d)
+            qt[(static_cast<size_t>(j / 16) * t.hd + d) * 16 + j % 16] = t.q[static_cast<size_t>(j) * t.hd + d];
+    const __m512 vscale = _mm512_set1_ps(t.softcap > 0.0f ? 1.0f : t.scale);
+
+    // Scores, cell-major per group: sc[g][c][lane].
+    for (int c0 = 0; c0 < t.n; c0 += kChunk) {
+        const int m = std::min(kChunk, t.n - c0);
+        widen_rows(t.k + c0, t.k_off, m, t.hd, kv.data());
+        for (int g = 0; g < n_groups; ++g) {
+            const float* q = &qt[static_cast<size_t>(g) * t.hd * 16];
+            float* s = &sc[(static_cast<size_t>(g) * t.n + c0) * 16];
+            int c = 0;
+            for (; c + 4 <= m; c += 4) {
+                const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int d = 0; d < t.hd; ++d) {
+                    const __m512 qd = _mm512_loadu_ps(q + d * 16);
+                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
+                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[t.hd + d]), qd, a1);
+                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * t.hd + d]), qd, a2);
+                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * t.hd + d]), qd, a3);
+                }
+                _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
+                _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
+                _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
+                _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
+            }
+            for (; c < m; ++c) {
+                const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
+                __m512 a0 = _mm512_setzero_ps();
+                for (int d = 0; d < t.hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
+                _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
+            }
+        }
+    }
+
+    // Softmax down the cells, each lane within its own [lo, hi).
+    for (int g = 0; g < n_groups; ++g) {
+        alignas(64) int32_t lo[16], hi[16];
+        for (int l = 0; l < 16; ++l) {
+            const int j = g * 16 + l;
+            lo[l] = j < t.nq ? t.lo[j] : 0;
+            hi[l] = j < t.nq ? t.hi[j] : 0;
+        }
+        const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
+        float* s = &sc[static_cast<size_t>(g) * t.n * 16];
+        if (t.softcap > 0.0f)
+            for (size_t i = 0; i < static_cast<size_t>(t.n) * 16; ++i)
+                s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
+        auto valid = [&](int c) GLIA_TARGET_AVX512 {
+            const __m512i vc = _mm512_set1_epi32(c);
+            return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
+        };
+        __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        for (int c = 0; c < t.n; ++c) mx = _mm512_mask_max_ps(mx, valid(c), mx, _mm512_loadu_ps(s + c * 16));
+        __m512 sum = _mm512_setzero_ps();
+        for (int c = 0; c < t.n; ++c) {
+            const __mmask16 ok = valid(c);
+            const __m512 e = _mm512_maskz_mov_ps(ok, exp_neg(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
+            _mm512_storeu_ps(s + c * 16, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        const __mmask16 live = _mm512_cmplt_epi32_mask(vlo, vhi);
+        const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(1.0f), sum);
+        for (int c = 0; c < t.n; ++c) _mm512_storeu_ps(s + c * 16, round16(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
+    }
+
+    // Weighted sum: 4 queries x 64 output values in registers, cells streamed.
+    for (int c0 = 0; c0 < t.n; c0 += kChunk) {
+        const int m = std::min(kChunk, t.n - c0);
+        widen_rows(t.v + c0, t.v_off, m, t.hd_v, kv.data());
+        for (int j0 = 0; j0 < t.nq; j0 += 4) {
+            const int nj = std::min(4, t.nq - j0);
+            const float* s = &sc[(static_cast<size_t>(j0 / 16) * t.n + c0) * 16 + j0 % 16];
+            for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
+                const int nv = std::min(4, (t.hd_v - i0) / 16);
+                __m512 acc[4][4];
+                for (int jj = 0; jj < 4; ++jj)
+                    for (int x = 0; x < 4; ++x)
+                        acc[jj][x] = (c0 > 0 && jj < nj && x < nv)
+                                         ? _mm512_loadu_ps(t.out + (j0 + jj) * t.out_stride + i0 + 16 * x)
+                                         : _mm512_setzero_ps();
+                for (int c = 0; c < m; ++c) {
+                    const float* vr = &kv[static_cast<size_t>(c) * t.hd_v + i0];
+                    const float* pc = s + c * 16;
+                    for (int x = 0; x < nv; ++x) {
+                        const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
+                        for (int jj = 0; jj < 4; ++jj) acc[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, acc[jj][x]);
+                    }
+                }
+                for (int jj = 0; jj < nj; ++jj)
+                    for (int x = 0; x < nv; ++x)
+                        _mm512_storeu_ps(t.out + (j0 + jj) * t.out_stride + i0 + 16 * x, acc[jj][x]);
+            }
+        }
+    }
+}
+
 // Head sizes the AVX-512 kernels do not cover go to the scalar ones.
 GLIA_TARGET_AVX512 void scores_dispatch(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n,
                                         float* s, size_t s_stride) {
@@ -178,9 +311,9 @@ GLIA_TARGET_AVX512 void weighted_sum_dispatch(int hd, int nq, const float* p, si
 }  // namespace
 
 const AttnKernels& attn_kernels(Isa isa) {
-    static const AttnKernels scalar{scores_scalar, softmax_scalar, weighted_sum_scalar};
+    static const AttnKernels scalar{scores_scalar, softmax_scalar, weighted_sum_scalar, tile_scalar};
 #ifdef GLIA_SIMD_X86
-    static const AttnKernels avx512{scores_dispatch, softmax_avx512, weighted_sum_dispatch};
+    static const AttnKernels avx512{scores_dispatch, softmax_avx512, weighted_sum_dispatch, tile_avx512};
     if (isa == Isa::Avx512 && isa_supported(Isa::Avx512)) return avx512;
 #endif
     (void)isa;

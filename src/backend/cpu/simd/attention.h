@@ -9,6 +9,22 @@
 
 namespace glia::cpu::simd {
 
+// One tile of queries against a range of cache cells, softmax included: the prefill path.
+struct AttnTile {
+    int hd = 0, hd_v = 0;         // key and value head sizes
+    int nq = 0;                   // queries, rows q + j * hd (f32 holding f16-rounded values)
+    const float* q = nullptr;
+    const uint16_t* const* k = nullptr;  // k[c] + k_off: key row of cell c, c < n
+    const uint16_t* const* v = nullptr;  // v[c] + v_off: value row of cell c
+    size_t k_off = 0, v_off = 0;
+    int n = 0;                    // cells
+    const int* lo = nullptr;      // query j sees cells [lo[j], hi[j]) (at least one)
+    const int* hi = nullptr;
+    float scale = 1.0f, softcap = 0.0f;
+    float* out = nullptr;         // query j's hd_v outputs at out + j * out_stride
+    size_t out_stride = 0;
+};
+
 struct AttnKernels {
     // s[j * s_stride + c] = dot(q_j, k[c] + off) for queries j < nq (rows q + j * hd,
     // f32) and cells c < n.
@@ -21,6 +37,8 @@ struct AttnKernels {
     // acc[j * hd + i] = sum_c p[j * p_stride + c] * v[c][off + i] for j < nq, i < hd.
     void (*weighted_sum)(int hd, int nq, const float* p, size_t p_stride, const uint16_t* const* v, size_t off,
                          int n, float* acc);
+    // The whole tile (same numerics as scores + softmax + weighted_sum).
+    void (*tile)(const AttnTile& t);
 };
 
 const AttnKernels& attn_kernels(Isa isa);
