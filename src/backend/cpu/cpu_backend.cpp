@@ -10,14 +10,14 @@ bool CpuBackend::supports(const Node& node) const { return node.op != Op::NONE &
 
 void CpuBackend::run(const Node& n) {
     switch (n.op) {
-        case Op::GET_ROWS: op_get_rows(n); break;
+        case Op::GET_ROWS: op_get_rows(n, pool_); break;
         case Op::RMS_NORM: op_rms_norm(n, pool_); break;
-        case Op::ADD: case Op::MUL: case Op::SCALE: op_binary(n); break;
+        case Op::ADD: case Op::MUL: case Op::SCALE: op_binary(n, pool_); break;
         case Op::MATMUL: op_matmul(n, pool_, scratch_); break;
-        case Op::ROPE: op_rope(n); break;
+        case Op::ROPE: op_rope(n, pool_); break;
         case Op::ATTENTION: op_attention(n, pool_); break;
-        case Op::SWIGLU: case Op::GEGLU: op_glu(n); break;
-        case Op::SOFTCAP: op_softcap(n); break;
+        case Op::SWIGLU: case Op::GEGLU: op_glu(n, pool_); break;
+        case Op::SOFTCAP: op_softcap(n, pool_); break;
         case Op::MOE: op_moe(n, pool_); break;
         case Op::SHORTCONV: op_shortconv(n); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");

@@ -21,15 +21,24 @@ private:
     std::vector<uint8_t> scratch_;  // quantized activations for MATMUL
 };
 
+// Runs fn(row_begin, row_end) over `rows` rows of `row_elems` values each: split across
+// the pool when there is enough work to pay for waking it, on the caller otherwise.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elems, F&& fn) {
+    constexpr int64_t kMinParallelElems = 16384;
+    if (rows < 2 || rows * row_elems < kMinParallelElems) fn(int64_t(0), rows);
+    else pool.parallel_for(rows, fn);
+}
+
 // Op kernels (one file each); `pool` parallelises over rows.
-void op_get_rows(const Node& n);
+void op_get_rows(const Node& n, ThreadPool& pool);
 void op_rms_norm(const Node& n, ThreadPool& pool);
-void op_binary(const Node& n);  // ADD, MUL, SCALE
+void op_binary(const Node& n, ThreadPool& pool);  // ADD, MUL, SCALE
 void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch);
-void op_rope(const Node& n);
+void op_rope(const Node& n, ThreadPool& pool);
 void op_attention(const Node& n, ThreadPool& pool);
-void op_glu(const Node& n);      // SWIGLU, GEGLU
-void op_softcap(const Node& n);
+void op_glu(const Node& n, ThreadPool& pool);  // SWIGLU, GEGLU
+void op_softcap(const Node& n, ThreadPool& pool);
 void op_moe(const Node& n, ThreadPool& pool);
 void op_shortconv(const Node& n);
 

@@ -55,11 +55,19 @@ void op_attention(const Node& n, ThreadPool& pool) {
     constexpr int kTileMinQueries = 8;  // smaller tiles (decode) take the per-query kernels
     const simd::AttnKernels& kern = simd::attn_kernels();
     Tensor& out = *n.out;
-    std::vector<int> seqs;
+    // Buffers kept from call to call: no allocation per step. The workers below use the
+    // calling thread's buffers through these references (a thread_local named inside the
+    // lambda would be the worker's own, empty one).
+    thread_local std::vector<int> seqs_tl;
+    thread_local std::vector<const uint16_t*> krows_tl, vrows_tl;
+    thread_local std::vector<int64_t> toks_tl;
+    std::vector<int>& seqs = seqs_tl;
+    std::vector<const uint16_t*>& krows = krows_tl;
+    std::vector<const uint16_t*>& vrows = vrows_tl;
+    std::vector<int64_t>& toks = toks_tl;
+    seqs.clear();
     for (int64_t t = 0; t < T; ++t)
         if (std::find(seqs.begin(), seqs.end(), seq_of(t)) == seqs.end()) seqs.push_back(seq_of(t));
-    std::vector<const uint16_t*> krows, vrows;
-    std::vector<int64_t> toks;
     for (const int s : seqs) {
         toks.clear();
         int max_pos = 0;

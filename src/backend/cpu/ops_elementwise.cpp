@@ -6,22 +6,25 @@
 #include "runtime/recurrent_state.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd/vecmath.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "quant/quant.h"
 
 namespace glia::cpu {
 
-void op_get_rows(const Node& n) {
+void op_get_rows(const Node& n, ThreadPool& pool) {
     const Tensor& table = *n.src[0];
     const Tensor& ids = *n.src[1];
     Tensor& out = *n.out;
     const int32_t* id = ids.ptr<int32_t>();
-    for (int64_t t = 0; t < ids.ne[0]; ++t) {
+    for (int64_t t = 0; t < ids.ne[0]; ++t)
         if (id[t] < 0 || id[t] >= table.ne[1])
             fail("token id ", id[t], " out of range for '", table.name, "' with ", table.ne[1], " rows");
-        quant::dequantize_row(table.type, table.row(id[t]), reinterpret_cast<float*>(out.row(t)), table.ne[0]);
-    }
+    for_rows(pool, ids.ne[0], table.ne[0], [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+            quant::dequantize_row(table.type, table.row(id[t]), reinterpret_cast<float*>(out.row(t)), table.ne[0]);
+    });
 }
 
 void op_rms_norm(const Node& n, ThreadPool& pool) {
@@ -31,47 +34,45 @@ void op_rms_norm(const Node& n, ThreadPool& pool) {
     const int64_t ne0 = x.ne[0];
     const float eps = n.f0;
     const int64_t rows = x.n_rows();
-    pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    const simd::VecMath& vm = simd::vec_math();
+    for_rows(pool, rows, ne0, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float* xr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(x.data) + r * x.nb[1]);
             float* yr = reinterpret_cast<float*>(static_cast<uint8_t*>(out.data) + r * out.nb[1]);
-            double sum = 0.0;
-            for (int64_t i = 0; i < ne0; ++i) sum += double(xr[i]) * double(xr[i]);
-            const float mean = static_cast<float>(sum / double(ne0));
+            const float mean = static_cast<float>(vm.sum_sq(xr, ne0) / double(ne0));
             const float scale = 1.0f / std::sqrt(mean + eps);
-            if (w) {
-                const float* wr = w->ptr<float>();
-                for (int64_t i = 0; i < ne0; ++i) yr[i] = (xr[i] * scale) * wr[i];
-            } else {
-                for (int64_t i = 0; i < ne0; ++i) yr[i] = xr[i] * scale;
-            }
+            vm.scale_mul(xr, scale, w ? w->ptr<float>() : nullptr, yr, ne0);
         }
     });
 }
 
-void op_binary(const Node& n) {
+void op_binary(const Node& n, ThreadPool& pool) {
     const Tensor& a = *n.src[0];
     Tensor& out = *n.out;
     const int64_t ne0 = a.ne[0], rows = a.n_rows();
     if (n.op == Op::SCALE) {
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* ar = reinterpret_cast<const float*>(a.row(r));
-            float* yr = reinterpret_cast<float*>(out.row(r));
-            for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * n.f0;
-        }
+        for_rows(pool, rows, ne0, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* ar = reinterpret_cast<const float*>(a.row(r));
+                float* yr = reinterpret_cast<float*>(out.row(r));
+                for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * n.f0;
+            }
+        });
         return;
     }
     const Tensor& b = *n.src[1];
     const bool bcast = b.n_rows() == 1;
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* ar = reinterpret_cast<const float*>(a.row(r));
-        const float* br = reinterpret_cast<const float*>(b.row(bcast ? 0 : r));
-        float* yr = reinterpret_cast<float*>(out.row(r));
-        if (n.op == Op::ADD)
-            for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] + br[i];
-        else
-            for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * br[i];
-    }
+    for_rows(pool, rows, ne0, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* ar = reinterpret_cast<const float*>(a.row(r));
+            const float* br = reinterpret_cast<const float*>(b.row(bcast ? 0 : r));
+            float* yr = reinterpret_cast<float*>(out.row(r));
+            if (n.op == Op::ADD)
+                for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] + br[i];
+            else
+                for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * br[i];
+        }
+    });
 }
 
 // GELU as the reference computes it: inputs rounded to f16 and looked up in a table of
@@ -96,31 +97,36 @@ static inline float gelu_ref(float x, const uint16_t* table) {
     return f16_to_f32(table[f32_to_f16(x)]);
 }
 
-void op_glu(const Node& n) {
+void op_glu(const Node& n, ThreadPool& pool) {
     const Tensor& g = *n.src[0];
     const Tensor& u = *n.src[1];
     Tensor& out = *n.out;
     const int64_t ne0 = g.ne[0];
     const uint16_t* table = n.op == Op::GEGLU ? gelu_table().data() : nullptr;
-    for (int64_t r = 0; r < g.ne[1]; ++r) {
-        const float* gp = reinterpret_cast<const float*>(g.row(r));
-        const float* up = reinterpret_cast<const float*>(u.row(r));
-        float* y = reinterpret_cast<float*>(out.row(r));
-        if (table)
-            for (int64_t i = 0; i < ne0; ++i) y[i] = gelu_ref(gp[i], table) * up[i];
-        else
-            for (int64_t i = 0; i < ne0; ++i) y[i] = gp[i] / (1.0f + std::exp(-gp[i])) * up[i];
-    }
+    const simd::VecMath& vm = simd::vec_math();
+    for_rows(pool, g.ne[1], ne0, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* gp = reinterpret_cast<const float*>(g.row(r));
+            const float* up = reinterpret_cast<const float*>(u.row(r));
+            float* y = reinterpret_cast<float*>(out.row(r));
+            if (table)
+                for (int64_t i = 0; i < ne0; ++i) y[i] = gelu_ref(gp[i], table) * up[i];
+            else
+                vm.silu_mul(gp, up, y, ne0);
+        }
+    });
 }
 
-void op_softcap(const Node& n) {
+void op_softcap(const Node& n, ThreadPool& pool) {
     const Tensor& x = *n.src[0];
     const float cap = n.f0, inv = 1.0f / n.f0;
-    for (int64_t r = 0; r < x.n_rows(); ++r) {
-        const float* xr = reinterpret_cast<const float*>(x.row(r));
-        float* y = reinterpret_cast<float*>(n.out->row(r));
-        for (int64_t i = 0; i < x.ne[0]; ++i) y[i] = std::tanh(xr[i] * inv) * cap;
-    }
+    for_rows(pool, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* xr = reinterpret_cast<const float*>(x.row(r));
+            float* y = reinterpret_cast<float*>(n.out->row(r));
+            for (int64_t i = 0; i < x.ne[0]; ++i) y[i] = std::tanh(xr[i] * inv) * cap;
+        }
+    });
 }
 
 void op_shortconv(const Node& n) {

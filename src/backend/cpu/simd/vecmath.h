@@ -1,0 +1,21 @@
+// Element-wise math kernels of the CPU backend, chosen at run time like the others.
+#pragma once
+#include <cstdint>
+
+#include "backend/cpu/simd/simd.h"
+
+namespace glia::cpu::simd {
+
+struct VecMath {
+    // Sum of squares of x[0, n) (RMS norm).
+    double (*sum_sq)(const float* x, int64_t n);
+    // y = x * s * w (w may be null: y = x * s).
+    void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);
+    // y = silu(g) * u = g / (1 + exp(-g)) * u.
+    void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
+};
+
+const VecMath& vec_math(Isa isa);
+inline const VecMath& vec_math() { return vec_math(best_isa()); }
+
+}  // namespace glia::cpu::simd
