@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/simd/attention.h"
+#include "backend/cpu/simd/vecmath.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "runtime/kv_cache.h"
@@ -32,21 +33,23 @@ void op_attention(const Node& n, ThreadPool& pool) {
         fail("attention layer ", il, ": cache row sizes do not match k/v");
     auto seq_of = [&](int64_t t) { return seq ? seq[t] : 0; };
 
-    // Store this batch's K and V.
+    // Store this batch's K and V (rows converted to f16 in parallel).
+    const simd::VecMath& vm = simd::vec_math();
     for (int64_t t = 0; t < T; ++t) {
         const int s = seq_of(t);
         if (s < 0 || s >= cache.n_seq()) fail("sequence id ", s, " outside the cache's ", cache.n_seq(), " slots");
         if (pos[t] < 0 || pos[t] >= cache.capacity(s))
             fail("position ", pos[t], " of sequence ", s, " is outside its reserved ", cache.capacity(s), " cache cells");
-        for (int64_t h = 0; h < n_kv; ++h) {
-            const float* ks = reinterpret_cast<const float*>(k.row(h, t));
-            const float* vs = reinterpret_cast<const float*>(v.row(h, t));
-            uint16_t* kd = cache.k_row(il, s, pos[t]) + h * hd;
-            uint16_t* vd = cache.v_row(il, s, pos[t]) + h * hd_v;
-            for (int64_t i = 0; i < hd; ++i) kd[i] = f32_to_f16(ks[i]);
-            for (int64_t i = 0; i < hd_v; ++i) vd[i] = f32_to_f16(vs[i]);
-        }
     }
+    for_rows(pool, T, n_kv * (hd + hd_v), [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const int s = seq_of(t);
+            for (int64_t h = 0; h < n_kv; ++h) {
+                vm.to_f16(reinterpret_cast<const float*>(k.row(h, t)), cache.k_row(il, s, pos[t]) + h * hd, hd);
+                vm.to_f16(reinterpret_cast<const float*>(v.row(h, t)), cache.v_row(il, s, pos[t]) + h * hd_v, hd_v);
+            }
+        }
+    });
 
     // Queries are processed in tiles: up to kTileTokens tokens of one sequence times the
     // `group` query heads that share a KV head, so each key and value row is read once
@@ -108,8 +111,7 @@ void op_attention(const Node& n, ThreadPool& pool) {
                 for (int64_t i = 0; i < nt; ++i)
                     for (int64_t g = 0; g < group; ++g) {
                         const float* qs = reinterpret_cast<const float*>(q.row(kvh * group + g, toks[i0 + i]));
-                        float* qd = &qbuf[(i * group + g) * hd];
-                        for (int64_t e = 0; e < hd; ++e) qd[e] = round_f16(qs[e]);
+                        vm.round_f16(qs, &qbuf[(i * group + g) * hd], hd);
                     }
                 if (nq >= kTileMinQueries) {
                     // Prefill: one kernel call for the whole tile.

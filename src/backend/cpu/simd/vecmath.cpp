@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/simd/internal.h"
+#include "core/f16.h"
 
 #ifdef GLIA_SIMD_X86
 #include <immintrin.h>
@@ -28,6 +29,14 @@ void scale_mul_scalar(const float* x, float s, const float* w, float* y, int64_t
 
 void silu_mul_scalar(const float* g, const float* u, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void to_f16_scalar(const float* x, uint16_t* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
+void round_f16_scalar(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = round_f16(x[i]);
 }
 
 #ifdef GLIA_SIMD_X86
@@ -100,14 +109,30 @@ GLIA_TARGET_AVX512 void silu_mul_avx512(const float* g, const float* u, float* y
     }
     silu_mul_scalar(g + i, u + i, y + i, n - i);
 }
+
+GLIA_TARGET_AVX512 void to_f16_avx512(const float* x, uint16_t* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    to_f16_scalar(x + i, y + i, n - i);
+}
+
+GLIA_TARGET_AVX512 void round_f16_avx512(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    round_f16_scalar(x + i, y + i, n - i);
+}
 #endif
 
 }  // namespace
 
 const VecMath& vec_math(Isa isa) {
-    static const VecMath scalar{sum_sq_scalar, scale_mul_scalar, silu_mul_scalar};
+    static const VecMath scalar{sum_sq_scalar, scale_mul_scalar, silu_mul_scalar, to_f16_scalar, round_f16_scalar};
 #ifdef GLIA_SIMD_X86
-    static const VecMath avx512{sum_sq_avx512, scale_mul_avx512, silu_mul_avx512};
+    static const VecMath avx512{sum_sq_avx512, scale_mul_avx512, silu_mul_avx512, to_f16_avx512, round_f16_avx512};
     if (isa == Isa::Avx512 && isa_supported(Isa::Avx512)) return avx512;
 #endif
     (void)isa;
