@@ -305,33 +305,51 @@ Engine::Engine(const Model& model, const EngineOptions& opt) : model_(model), op
 Engine::~Engine() = default;
 
 uint64_t Engine::submit(GenerationRequest req, TokenCallback cb) {
+    std::vector<std::pair<GenerationRequest, TokenCallback>> one;
+    one.emplace_back(std::move(req), std::move(cb));
+    return submit_batch(std::move(one)).front();
+}
+
+std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationRequest, TokenCallback>> reqs) {
     const int V = model_.profile().n_vocab;
-    if (req.prompt.empty()) fail("the prompt is empty");
-    for (int32_t t : req.prompt)
-        if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
-    if (req.max_tokens < 1) fail("max_tokens must be at least 1");
-    const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
-    if (need > impl_->cache->capacity())
-        fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
-             " tokens, more than the context of ", impl_->cache->capacity(), " tokens");
-    auto s = std::make_unique<Sequence>();
-    s->req = std::move(req);
-    s->cb = std::move(cb);
-    s->sampler = std::make_unique<Sampler>(s->req.sampling);
-    s->history = s->req.prompt;
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    if (static_cast<int>(impl_->waiting.size()) >= opt_.max_queue) {
-        ++impl_->st.requests_rejected;
-        throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    seqs.reserve(reqs.size());
+    for (auto& [req, cb] : reqs) {
+        if (req.prompt.empty()) fail("the prompt is empty");
+        for (int32_t t : req.prompt)
+            if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
+        if (req.max_tokens < 1) fail("max_tokens must be at least 1");
+        const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
+        if (need > impl_->cache->capacity())
+            fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
+                 " tokens, more than the context of ", impl_->cache->capacity(), " tokens");
+        auto s = std::make_unique<Sequence>();
+        s->req = std::move(req);
+        s->cb = std::move(cb);
+        s->sampler = std::make_unique<Sampler>(s->req.sampling);
+        s->history = s->req.prompt;
+        seqs.push_back(std::move(s));
     }
-    s->id = impl_->next_id++;
-    const uint64_t id = s->id;
-    ++impl_->st.requests_total;
-    impl_->st.prompt_tokens_total += s->req.prompt.size();
-    impl_->waiting.push_back(std::move(s));
+    std::vector<uint64_t> ids;
+    ids.reserve(seqs.size());
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue)) {
+        impl_->st.requests_rejected += seqs.size();
+        if (seqs.size() == 1)
+            throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));
+        throw QueueFull(cat("the queue cannot take ", seqs.size(), " more requests (", impl_->waiting.size(),
+                            " waiting, at most ", opt_.max_queue, "); retry later"));
+    }
+    for (auto& s : seqs) {
+        s->id = impl_->next_id++;
+        ids.push_back(s->id);
+        ++impl_->st.requests_total;
+        impl_->st.prompt_tokens_total += s->req.prompt.size();
+        impl_->waiting.push_back(std::move(s));
+    }
     impl_->st.waiting = static_cast<int>(impl_->waiting.size());
     impl_->cv.notify_all();
-    return id;
+    return ids;
 }
 
 void Engine::cancel(uint64_t id) {

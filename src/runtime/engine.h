@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/sampler.h"
@@ -80,6 +81,11 @@ public:
     // Queues a request; returns its id. Throws QueueFull when the queue is at its limit,
     // glia::Error when the request can never fit (prompt + max_tokens > n_ctx, bad ids).
     uint64_t submit(GenerationRequest req, TokenCallback cb);
+    // Queues several requests at once, all or none (same checks as submit(); QueueFull
+    // when they do not all fit the queue); returns their ids in order. They become visible
+    // to the engine thread together, so they are admitted in the same step when slots
+    // and cache blocks allow (used by `glia bench --parallel`).
+    std::vector<uint64_t> submit_batch(std::vector<std::pair<GenerationRequest, TokenCallback>> reqs);
     // Cancels a queued or running request; its blocks are freed at the next step.
     void cancel(uint64_t id);
     EngineStats stats() const;

@@ -1,5 +1,8 @@
-// glia bench: the table and the JSON records.
+// glia bench: the table and the JSON records; batched generation (--parallel).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +45,60 @@ TEST(Bench, MarkdownTableAndErrors) {
     EXPECT_NE(out.find("comma-separated"), std::string::npos) << out;
     EXPECT_NE(0, run_glia("bench /nonexistent.gguf", &out));
     EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+}
+
+bool positive_finite(const nlohmann::json& v) {
+    return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
+}
+
+TEST(Bench, BatchedJson) {
+    std::string out;
+    const std::string model = shared_path("models/stories260K.gguf");
+    ASSERT_EQ(0, run_command(cat(glia_binary(), " bench ", model, " --parallel 1,4 --pp 16 --tg 8 -r 1 --json"), &out))
+        << out;
+    const auto j = nlohmann::json::parse(out);
+    ASSERT_TRUE(j.is_array());
+    ASSERT_EQ(j.size(), 2u) << out;
+    EXPECT_EQ(j[0]["n_parallel"], 1);
+    EXPECT_EQ(j[1]["n_parallel"], 4);
+    for (const auto& r : j) {
+        EXPECT_EQ(r["test"], "batched");
+        EXPECT_EQ(r["n_prompt"], 16);
+        EXPECT_EQ(r["n_gen"], 8);
+        EXPECT_EQ(r["repetitions"], 1);
+        EXPECT_GE(r["n_threads"].get<int>(), 1);
+        EXPECT_GT(r["model_bytes"].get<uint64_t>(), 0u);
+        EXPECT_TRUE(positive_finite(r["prompt_ts"])) << r.dump();
+        EXPECT_TRUE(positive_finite(r["gen_ts_median"])) << r.dump();
+        EXPECT_TRUE(positive_finite(r["gen_ts_avg"])) << r.dump();
+        ASSERT_TRUE(r["gen_ts_stddev"].is_number()) << r.dump();
+        EXPECT_EQ(r["gen_ts_stddev"].get<double>(), 0.0);  // one repetition
+        EXPECT_EQ(r["samples_prompt_ts"].size(), 1u);
+        EXPECT_EQ(r["samples_gen_ts"].size(), 1u);
+    }
+}
+
+TEST(Bench, BatchedTableAndErrors) {
+    std::string out;
+    const std::string model = shared_path("models/stories260K.gguf");
+    ASSERT_EQ(0, run_command(cat(glia_binary(), " bench ", model, " --parallel 2 --pp 8 --tg 4 -r 2 -t 1"), &out))
+        << out;
+    EXPECT_NE(out.find("| parallel |"), std::string::npos) << out;
+    EXPECT_NE(out.find("generation t/s"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2 + 1) << out;  // header, rule, one row
+
+    for (const char* bad : {"--parallel 0", "--parallel 1,0", "--parallel 2,x", "--parallel -1", "--parallel ''"}) {
+        EXPECT_NE(0, run_glia(cat("bench ", model, " ", bad), &out)) << bad;
+        EXPECT_NE(out.find("--parallel"), std::string::npos) << bad << ": " << out;
+    }
+    EXPECT_NE(0, run_glia(cat("bench ", model, " --parallel 2 --tg 1"), &out));
+    EXPECT_NE(out.find("--tg"), std::string::npos) << out;
+    EXPECT_NE(0, run_glia(cat("bench ", model, " --parallel 2 --pp 0"), &out));
+    EXPECT_NE(out.find("--pp"), std::string::npos) << out;
+    EXPECT_NE(0, run_glia(cat("bench ", model, " --parallel 2 -p 8"), &out));
+    EXPECT_NE(out.find("--pp"), std::string::npos) << out;
+    EXPECT_NE(0, run_glia(cat("bench ", model, " --pp 8"), &out));
+    EXPECT_NE(out.find("--parallel"), std::string::npos) << out;
 }
 
 }  // namespace

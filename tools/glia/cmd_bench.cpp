@@ -3,14 +3,26 @@
 // tg<N>: N single-token decodes starting from an empty context. Each test runs once as a
 // warm-up, then -r times; the table shows the median and the sample standard deviation of
 // the per-repetition tokens/second. Tokens are random ids, so no tokenizer is involved.
+//
+// --parallel N[,N...] replaces the pp/tg tests with batched generation through the
+// serving engine (continuous batching over the paged KV cache), like the reference's
+// batched bench: N sequences, each a prompt of --pp random tokens followed by --tg greedy
+// tokens (end-of-generation ignored), submitted together. The prompt phase runs from the
+// submission until every sequence has its first generated token (prompt t/s = N*pp / t);
+// the generation phase from then until every sequence has all --tg tokens, which takes
+// tg-1 batched decode steps (generation t/s = N*(tg-1) / t).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "args.h"
 #include "command.h"
@@ -20,6 +32,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quant/mix.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 
 namespace glia::cli {
@@ -79,6 +92,185 @@ std::string human_params(uint64_t n) {
     return buf;
 }
 
+// What the table and the JSON records say about the model.
+struct ModelInfo {
+    std::string path, type;
+    uint64_t bytes = 0, n_params = 0;
+};
+
+struct BatchedResult {
+    int n_parallel = 0, n_prompt = 0, n_gen = 0, n_threads = 0, n_batch = 0;
+    std::vector<double> pp_ts, tg_ts;  // tokens/second per repetition, all sequences together
+    std::vector<double> pp_ns, tg_ns;  // phase durations per repetition
+};
+
+// One batched run: submits n_parallel requests at once and records, from the token
+// callbacks (engine thread, under the engine's lock: they only take a clock reading and
+// a short lock of their own), when the last sequence got its first token and when the
+// last one finished.
+struct BatchedRun {
+    using clock = std::chrono::steady_clock;
+    std::mutex mu;
+    std::condition_variable cv;
+    int n_first = 0, n_done = 0;
+    clock::time_point first_end, done_end;
+    std::string error;
+
+    TokenCallback callback() {
+        return [this](const TokenEvent& ev) {
+            const auto now = clock::now();
+            std::lock_guard<std::mutex> lk(mu);
+            if (ev.token >= 0 && ev.n_generated == 1) {
+                ++n_first;
+                if (now > first_end) first_end = now;
+            }
+            if (ev.done) {
+                if (ev.finish != FinishReason::LENGTH && error.empty())
+                    error = cat("a sequence ended with '", finish_reason_name(ev.finish), "' after ", ev.n_generated,
+                                " tokens", ev.error.empty() ? "" : ": ", ev.error);
+                ++n_done;
+                if (now > done_end) done_end = now;
+                cv.notify_all();
+            }
+            return true;
+        };
+    }
+};
+
+// Runs n_parallel sequences of n_prompt random tokens + n_gen generated tokens through
+// `engine`; returns {prompt-phase ns, generation-phase ns}.
+std::pair<double, double> run_batched(Engine& engine, int n_parallel, int n_gen,
+                                      const std::function<std::vector<int32_t>()>& prompt) {
+    BatchedRun run;
+    std::vector<std::pair<GenerationRequest, TokenCallback>> reqs;
+    for (int i = 0; i < n_parallel; ++i) {
+        GenerationRequest r;
+        r.prompt = prompt();
+        r.max_tokens = n_gen;
+        r.ignore_eos = true;
+        r.sampling.temperature = 0;  // greedy
+        reqs.emplace_back(std::move(r), run.callback());
+    }
+    const auto t0 = BatchedRun::clock::now();
+    engine.submit_batch(std::move(reqs));
+    std::unique_lock<std::mutex> lk(run.mu);
+    run.cv.wait(lk, [&] { return run.n_done == n_parallel; });
+    if (!run.error.empty()) fail("batched run (", n_parallel, " sequences): ", run.error);
+    if (run.n_first != n_parallel)
+        fail("batched run: ", run.n_first, " of ", n_parallel, " sequences produced a first token");
+    const double pp_ns = std::chrono::duration<double, std::nano>(run.first_end - t0).count();
+    const double tg_ns = std::chrono::duration<double, std::nano>(run.done_end - run.first_end).count();
+    return {pp_ns, tg_ns};
+}
+
+int bench_batched(const Args& a, const Model& model, const ModelInfo& info, const std::vector<int>& threads,
+                  long long reps, long long n_batch, bool json, bool warmup) {
+    const std::vector<int> pars = int_list(a, "--parallel", 1);
+    const long long pp = a.integer("--pp"), tg = a.integer("--tg");
+    if (pp < 1 || pp > (1 << 20)) fail("--pp must be between 1 and ", 1 << 20, ", got ", pp);
+    if (tg < 2 || tg > (1 << 20))
+        fail("--tg must be between 2 and ", 1 << 20, ", got ", tg,
+             " (the generation phase starts after each sequence's first token)");
+    for (int n : pars)
+        if (n > 4096) fail("option --parallel expects values between 1 and 4096, got ", n);
+    const int n_vocab = model.profile().n_vocab;
+    std::mt19937 rng(static_cast<uint32_t>(a.integer("--seed")));
+    std::uniform_int_distribution<int> tok(0, n_vocab - 1);
+    auto random_prompt = [&] {
+        std::vector<int32_t> v(static_cast<size_t>(pp));
+        for (auto& x : v) x = tok(rng);
+        return v;
+    };
+
+    std::vector<BatchedResult> results;
+    for (int nt : threads) {
+        for (int np : pars) {
+            EngineOptions eo;
+            eo.n_parallel = np;
+            eo.n_threads = nt;
+            const long long per_seq = (pp + tg + eo.block_size - 1) / eo.block_size * eo.block_size;
+            if (per_seq * np > (1ll << 30)) fail("--parallel ", np, " with --pp ", pp, " --tg ", tg, " is too large");
+            eo.n_ctx = static_cast<int>(per_seq * np);
+            eo.max_queue = std::max(eo.max_queue, np);
+            // The prompt phase is one forward pass over all prompts when N*pp <= -b, else
+            // each pass takes b/N tokens of every prompt.
+            eo.prefill_chunk = static_cast<int>(std::clamp<long long>(n_batch / np, 1, pp));
+            Engine engine(model, eo);
+            BatchedResult r;
+            r.n_parallel = np;
+            r.n_prompt = static_cast<int>(pp);
+            r.n_gen = static_cast<int>(tg);
+            r.n_batch = static_cast<int>(std::min<long long>(n_batch, 1ll << 30));
+            r.n_threads = nt > 0 ? nt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+            // Warm-up: the whole prompt phase and one generation step.
+            if (warmup) run_batched(engine, np, 2, random_prompt);
+            for (long long i = 0; i < reps; ++i) {
+                const auto [pp_ns, tg_ns] = run_batched(engine, np, static_cast<int>(tg), random_prompt);
+                r.pp_ns.push_back(pp_ns);
+                r.tg_ns.push_back(tg_ns);
+                r.pp_ts.push_back(1e9 * double(np) * double(pp) / pp_ns);
+                r.tg_ts.push_back(1e9 * double(np) * double(tg - 1) / tg_ns);
+            }
+            if (!json) {
+                const Stats sp = stats(r.pp_ts), sg = stats(r.tg_ts);
+                if (results.empty()) {
+                    std::printf("| %-28s | %7s | %8s | %6s | %6s | %20s | %20s |\n", "model", "threads", "parallel", "pp",
+                                "tg", "prompt t/s", "generation t/s");
+                    std::printf("| %s | %s: | %s: | %s: | %s: | %s: | %s: |\n", std::string(28, '-').c_str(),
+                                std::string(6, '-').c_str(), std::string(7, '-').c_str(), std::string(5, '-').c_str(),
+                                std::string(5, '-').c_str(), std::string(19, '-').c_str(),
+                                std::string(19, '-').c_str());
+                }
+                char pts[64], gts[64];
+                std::snprintf(pts, sizeof pts, "%.2f ± %.2f", sp.median, sp.sd);
+                std::snprintf(gts, sizeof gts, "%.2f ± %.2f", sg.median, sg.sd);
+                std::printf("| %-28s | %7d | %8d | %6d | %6d | %20s | %20s |\n", info.type.c_str(), r.n_threads,
+                            r.n_parallel, r.n_prompt, r.n_gen, pts, gts);
+                std::fflush(stdout);
+            }
+            results.push_back(std::move(r));
+        }
+    }
+    if (json) {
+        json::Writer w;
+        w.begin_array();
+        for (const BatchedResult& r : results) {
+            const Stats sp = stats(r.pp_ts), sg = stats(r.tg_ts), spn = stats(r.pp_ns), sgn = stats(r.tg_ns);
+            w.begin_object()
+                .key("model_filename").value(info.path)
+                .key("model_type").value(info.type)
+                .key("model_bytes").value(info.bytes)
+                .key("model_size").value(info.bytes)
+                .key("model_n_params").value(info.n_params)
+                .key("backend").value("CPU")
+                .key("test").value("batched")
+                .key("n_threads").value(static_cast<int64_t>(r.n_threads))
+                .key("n_batch").value(static_cast<int64_t>(r.n_batch))
+                .key("n_parallel").value(static_cast<int64_t>(r.n_parallel))
+                .key("n_prompt").value(static_cast<int64_t>(r.n_prompt))
+                .key("n_gen").value(static_cast<int64_t>(r.n_gen))
+                .key("repetitions").value(static_cast<int64_t>(r.pp_ts.size()))
+                .key("prompt_ts").value(sp.median, 9)
+                .key("prompt_ts_median").value(sp.median, 9)
+                .key("prompt_ts_avg").value(sp.avg, 9)
+                .key("prompt_ts_stddev").value(sp.sd, 9)
+                .key("gen_ts_median").value(sg.median, 9)
+                .key("gen_ts_avg").value(sg.avg, 9)
+                .key("gen_ts_stddev").value(sg.sd, 9)
+                .key("prompt_avg_ns").value(spn.avg, 9)
+                .key("gen_avg_ns").value(sgn.avg, 9)
+                .key("samples_prompt_ts").begin_array();
+            for (double x : r.pp_ts) w.value(x, 9);
+            w.end_array().key("samples_gen_ts").begin_array();
+            for (double x : r.tg_ts) w.value(x, 9);
+            w.end_array().end_object();
+        }
+        w.end_array();
+        std::printf("%s\n", w.str().c_str());
+    }
+    return 0;
+}
+
 int cmd_bench(const std::vector<std::string>& argv) {
     Args a("bench", "MODEL [options]");
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
@@ -86,12 +278,32 @@ int cmd_bench(const std::vector<std::string>& argv) {
         .opt("-n,--n-gen", "N[,N...]", "generation tests: tokens decoded one at a time (0 = none)", "128")
         .opt("-r,--repetitions", "N", "timed repetitions per test (after one warm-up)", "3")
         .opt("-t,--threads", "N[,N...]", "CPU threads (0 = all cores)", "0")
-        .opt("-b,--batch-size", "N", "tokens per forward pass for pp tests (the prompt is split above it)", "2048")
+        .opt("-b,--batch-size", "N",
+             "tokens per forward pass for pp tests (the prompt is split above it); with --parallel, prompt tokens "
+             "per engine step (all prompts in one step when N*pp fits)",
+             "2048")
+        .opt("--parallel", "N[,N...]",
+             "batched generation instead of pp/tg: N sequences through the serving engine (prompt t/s = N*pp / "
+             "time to every first token; generation t/s = N*(tg-1) / time from then to the end)")
+        .opt("--pp", "N", "with --parallel: random prompt tokens per sequence", "128")
+        .opt("--tg", "N", "with --parallel: generated tokens per sequence, greedy, end-of-generation ignored (>= 2)",
+             "128")
         .opt("--seed", "S", "seed of the random token ids", "1234")
         .flag("--no-warmup", "skip the warm-up run")
         .flag("--json", "print a JSON list of results instead of the table");
     if (!a.parse(argv)) return 0;
     const std::string path = model_path(a);
+    const bool batched = a.has("--parallel");
+    if (batched) {
+        if (a.has("-p")) fail("-p/--n-prompt does not apply with --parallel; use --pp");
+        if (a.has("-n")) fail("-n/--n-gen does not apply with --parallel; use --tg");
+        // Check the list before loading the model.
+        if (int_list(a, "--parallel", 1).empty())
+            fail("option --parallel expects a comma-separated list of integers >= 1, got an empty list");
+    } else {
+        if (a.has("--pp")) fail("--pp needs --parallel (use -p for prompt-processing tests)");
+        if (a.has("--tg")) fail("--tg needs --parallel (use -n for generation tests)");
+    }
     const std::vector<int> pps = int_list(a, "-p", 0), tgs = int_list(a, "-n", 0), threads = int_list(a, "-t", 0);
     const long long reps = a.integer("-r");
     if (reps < 1 || reps > 1000) fail("--repetitions must be between 1 and 1000");
@@ -110,6 +322,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                   ? quant::file_type_description(f.get<uint32_t>("general.file_type"))
                                   : std::string("unknown type");
     const std::string model_type = prof.arch + " " + human_params(n_params) + " " + ftype;
+    if (batched)
+        return bench_batched(a, *model, {path, model_type, model_bytes, n_params}, threads, reps, n_batch, json,
+                             warmup);
 
     std::mt19937 rng(static_cast<uint32_t>(a.integer("--seed")));
     std::uniform_int_distribution<int> tok(0, n_vocab - 1);
@@ -208,7 +423,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     return 0;
 }
 
-const Command reg{"bench", "measure prompt-processing and generation throughput (pp512 / tg128)", cmd_bench};
+const Command reg{"bench", "measure prompt-processing and generation throughput (pp512 / tg128; --parallel: batched)",
+                  cmd_bench};
 
 }  // namespace
 }  // namespace glia::cli
