@@ -21,21 +21,13 @@ static bool same_shape(const Tensor* a, const Tensor* b) {
     return true;
 }
 
-Arena::~Arena() { std::free(base_); }
-
 uint8_t* Arena::reserve(size_t bytes) {
-    if (bytes <= cap_) return base_;
-    // Grow by at least half again so a slowly rising plan does not reallocate every step.
-    size_t cap = std::max(bytes, cap_ + cap_ / 2);
-    cap = (cap + 4095) & ~size_t(4095);
-    std::free(base_);
-    base_ = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
-    if (!base_) {
-        cap_ = 0;
-        fail("out of memory: the graph needs ", bytes >> 20, " MiB of activations");
-    }
-    cap_ = cap;
-    return base_;
+    if (bytes <= mem_.size()) return mem_.data();
+    // Grow by at least half again so a slowly rising plan does not remap every step.
+    size_t cap = std::max(bytes, mem_.size() + mem_.size() / 2);
+    mem_ = HugeBuffer();  // release first: the old contents are not kept
+    mem_ = HugeBuffer(cap);
+    return mem_.data();
 }
 
 Tensor* Graph::alloc(Tensor t) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/huge_buffer.h"
 #include "core/tensor.h"
 
 namespace glia {
@@ -73,14 +74,12 @@ public:
     Arena() = default;
     Arena(const Arena&) = delete;
     Arena& operator=(const Arena&) = delete;
-    ~Arena();
     // At least `bytes` of 64-byte aligned memory; the contents are not kept when it grows.
     uint8_t* reserve(size_t bytes);
-    size_t capacity() const { return cap_; }
+    size_t capacity() const { return mem_.size(); }
 
 private:
-    uint8_t* base_ = nullptr;
-    size_t cap_ = 0;
+    HugeBuffer mem_;
 };
 
 // The batch a graph computes: tokens and their positions.

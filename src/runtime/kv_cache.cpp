@@ -12,11 +12,18 @@ KVCache::KVCache(const std::vector<int>& kv_dims_k, const std::vector<int>& kv_d
     if (n_seq <= 0) fail("number of sequences must be positive, got ", n_seq);
     n_blocks_ = (n_cells + block_size - 1) / block_size;
     const size_t rows = static_cast<size_t>(n_blocks_) * block_size;
+    if (dims_k_.size() != dims_v_.size()) fail("KV cache: K and V layer counts differ");
+    size_t total = 0;
+    for (size_t il = 0; il < dims_k_.size(); ++il) total += rows * (size_t(dims_k_[il]) + size_t(dims_v_[il]));
+    mem_ = HugeBuffer(total * sizeof(uint16_t));
+    uint16_t* p = reinterpret_cast<uint16_t*>(mem_.data());
     k_.resize(dims_k_.size());
     v_.resize(dims_v_.size());
     for (size_t il = 0; il < dims_k_.size(); ++il) {
-        k_[il].resize(rows * dims_k_[il]);
-        v_[il].resize(rows * dims_v_[il]);
+        k_[il] = p;
+        p += rows * dims_k_[il];
+        v_[il] = p;
+        p += rows * dims_v_[il];
     }
     tables_.resize(n_seq);
     for (int b = n_blocks_ - 1; b >= 0; --b) free_.push_back(b);
@@ -43,9 +50,7 @@ void KVCache::release(int seq) {
 }
 
 size_t KVCache::bytes() const {
-    size_t n = 0;
-    for (size_t il = 0; il < k_.size(); ++il) n += (k_[il].size() + v_[il].size()) * sizeof(uint16_t);
-    return n;
+    return mem_.size();
 }
 
 }  // namespace glia

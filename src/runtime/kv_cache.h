@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_buffer.h"
+
 namespace glia {
 
 class KVCache {
@@ -33,8 +35,8 @@ public:
     // Returns every block of `seq` to the pool.
     void release(int seq);
 
-    uint16_t* k_row(int il, int seq, int pos) { return k_[il].data() + cell(seq, pos) * dims_k_[il]; }
-    uint16_t* v_row(int il, int seq, int pos) { return v_[il].data() + cell(seq, pos) * dims_v_[il]; }
+    uint16_t* k_row(int il, int seq, int pos) { return k_[il] + cell(seq, pos) * dims_k_[il]; }
+    uint16_t* v_row(int il, int seq, int pos) { return v_[il] + cell(seq, pos) * dims_v_[il]; }
     size_t bytes() const;
 
 private:
@@ -43,7 +45,8 @@ private:
     }
     int block_size_, n_blocks_;
     std::vector<int> dims_k_, dims_v_;
-    std::vector<std::vector<uint16_t>> k_, v_;
+    HugeBuffer mem_;                          // every layer's K and V (huge pages)
+    std::vector<uint16_t*> k_, v_;            // per layer, into mem_
     std::vector<std::vector<int>> tables_;  // per sequence: block ids
     std::vector<int> free_;                  // free block ids (stack)
 };

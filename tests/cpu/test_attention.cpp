@@ -105,7 +105,7 @@ TEST(Attention, PerQueryKernelsMatchScalar) {
             fast.softmax(&s2[size_t(j) * n], n, 0.125f, 0.0f);
         }
         for (size_t i = 0; i < s1.size(); ++i) ASSERT_NEAR(s1[i], s2[i], 1e-3f * std::max(1e-3f, s1[i]));
-        std::vector<float> a1(size_t(nq) * hd), a2(size_t(nq) * hd);
+        std::vector<float> a1(size_t(nq) * hd, 0.5f), a2(size_t(nq) * hd, 0.5f);  // accumulates
         ref.weighted_sum(hd, nq, s1.data(), n, v.rows.data(), 0, n, a1.data());
         fast.weighted_sum(hd, nq, s1.data(), n, v.rows.data(), 0, n, a2.data());
         for (size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-4f);

@@ -1,10 +1,16 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 
 namespace glia::cpu {
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
+    const char* e = std::getenv("GLIA_PACK_CACHE");
+    if (!(e && std::string(e) == "0")) pack_cache_ = std::make_unique<PackCache>();
+}
 
 bool CpuBackend::supports(const Node& node) const { return node.op != Op::NONE && node.op != Op::COUNT; }
 
@@ -13,7 +19,7 @@ void CpuBackend::run(const Node& n) {
         case Op::GET_ROWS: op_get_rows(n, pool_); break;
         case Op::RMS_NORM: op_rms_norm(n, pool_); break;
         case Op::ADD: case Op::MUL: case Op::SCALE: op_binary(n, pool_); break;
-        case Op::MATMUL: op_matmul(n, pool_, scratch_); break;
+        case Op::MATMUL: op_matmul(n, pool_, scratch_, pack_cache_.get()); break;
         case Op::ROPE: op_rope(n, pool_); break;
         case Op::ATTENTION: op_attention(n, pool_); break;
         case Op::SWIGLU: case Op::GEGLU: op_glu(n, pool_); break;

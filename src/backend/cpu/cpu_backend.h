@@ -4,21 +4,26 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/threadpool.h"
 
 namespace glia::cpu {
 
 class CpuBackend : public Backend {
 public:
+    // The packed-weight cache (on unless $GLIA_PACK_CACHE=0) keeps GEMM panels of every
+    // weight that takes the packed path; see PackCache.
     explicit CpuBackend(int n_threads);
     const char* name() const override { return "cpu"; }
     bool supports(const Node& node) const override;
     void run(const Node& node) override;
     ThreadPool& pool() { return pool_; }
+    size_t packed_bytes() const { return pack_cache_ ? pack_cache_->bytes() : 0; }
 
 private:
     ThreadPool pool_;
     std::vector<uint8_t> scratch_;  // quantized activations for MATMUL
+    std::unique_ptr<PackCache> pack_cache_;
 };
 
 // Runs fn(row_begin, row_end) over `rows` rows of `row_elems` values each: split across
@@ -34,7 +39,7 @@ void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elems, F&& fn) {
 void op_get_rows(const Node& n, ThreadPool& pool);
 void op_rms_norm(const Node& n, ThreadPool& pool);
 void op_binary(const Node& n, ThreadPool& pool);  // ADD, MUL, SCALE
-void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch);
+void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache);
 void op_rope(const Node& n, ThreadPool& pool);
 void op_attention(const Node& n, ThreadPool& pool);
 void op_glu(const Node& n, ThreadPool& pool);  // SWIGLU, GEGLU

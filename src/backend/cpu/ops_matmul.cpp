@@ -82,20 +82,49 @@ MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_r
     return a;
 }
 
+const uint8_t* PackCache::get(const simd::Gemm& g, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                               ThreadPool& pool) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (auto it = panels_.find(w); it != panels_.end()) return it->second.data();
+    }
+    const int64_t P = g.panel_rows;
+    const int64_t n_panels = (N + P - 1) / P;
+    const size_t pbytes = g.panel_bytes(K);
+    HugeBuffer buf(pbytes * n_panels);
+    uint8_t* base = buf.data();
+    pool.parallel_for(n_panels, [&](int64_t b, int64_t e) {
+        for (int64_t ip = b; ip < e; ++ip) {
+            const int64_t r0 = ip * P;
+            g.pack(w + r0 * w_stride, w_stride, static_cast<int>(std::min(P, N - r0)), K, base + ip * pbytes);
+        }
+    });
+    std::lock_guard<std::mutex> lk(mu_);
+    bytes_ += pbytes * n_panels;
+    return panels_.emplace(w, std::move(buf)).first->second.data();
+}
+
+size_t PackCache::bytes() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return bytes_;
+}
+
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool) {
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache) {
     if (matmul_uses_gemm(kk, K, T)) {
         const simd::Gemm& g = *kk.gemm;
         const int64_t P = g.panel_rows;
         const int64_t n_panels = (N + P - 1) / P;
         const size_t pbytes = g.panel_bytes(K);
         const double work = double(w_stride) * double(N) * double(T);
+        const uint8_t* packed = cache ? cache->get(g, w, w_stride, K, N, pool) : nullptr;
         split(pool, n_panels, work, [&](int64_t b, int64_t e) {
-            uint8_t* panel = panel_buffer(pbytes);
+            uint8_t* own = packed ? nullptr : panel_buffer(pbytes);
             for (int64_t ip = b; ip < e; ++ip) {
                 const int64_t r0 = ip * P;
                 const int nr = static_cast<int>(std::min(P, N - r0));
-                g.pack(w + r0 * w_stride, w_stride, nr, K, panel);
+                const uint8_t* panel = packed ? packed + ip * pbytes : own;
+                if (!packed) g.pack(w + r0 * w_stride, w_stride, nr, K, own);
                 for (int64_t k0 = 0; k0 < K; k0 += kGemmSliceK) {
                     const int64_t kc = std::min(kGemmSliceK, K - k0);
                     g.compute(panel + g.panel_bytes(k0), nr, kc, a.act + row_bytes(kk.act_type, k0), a.act_row,
@@ -120,7 +149,7 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
     });
 }
 
-void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch) {
+void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache) {
     const Tensor& w = *n.src[0];
     const Tensor& x = *n.src[1];
     Tensor& out = *n.out;
@@ -129,7 +158,7 @@ void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch) {
         fail("matmul: no dot product for weight type ", dtype_name(w.type), " ('", w.name, "')");
     const simd::TypeKernels& kk = simd::kernels(w.type);
     const MatmulAct a = matmul_prepare(kk, x.ptr<float>(), x.nb[1], K, T, scratch, pool);
-    matmul_compute(kk, w.row(0), w.nb[1], K, N, a, T, out.ptr<float>(), pool);
+    matmul_compute(kk, w.row(0), w.nb[1], K, N, a, T, out.ptr<float>(), pool, cache);
 }
 
 }  // namespace glia::cpu

@@ -51,7 +51,6 @@ void softmax_scalar(float* s, int n, float scale, float cap) {
 
 void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const uint16_t* const* v, size_t off,
                          int n, float* acc) {
-    std::fill(acc, acc + static_cast<size_t>(nq) * hd, 0.0f);
     for (int c = 0; c < n; ++c) {
         const uint16_t* vr = v[c] + off;
         for (int j = 0; j < nq; ++j) {
@@ -70,6 +69,7 @@ void tile_scalar(const AttnTile& t) {
         const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
         scores_scalar(t.hd, 1, qj, t.k + lo, t.k_off, n, s.data(), n);
         softmax_scalar(s.data(), n, t.scale, t.softcap);
+        std::fill(acc.begin(), acc.end(), 0.0f);
         weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_off, n, acc.data());
         std::copy(acc.begin(), acc.end(), t.out + j * t.out_stride);
     }
@@ -104,11 +104,20 @@ GLIA_TARGET_AVX512 inline __m512 exp_neg(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+// Cache rows are scattered (paged, and 2 KiB or more apart within a page), which the
+// hardware prefetcher does not follow: fetch the rows a few cells ahead by hand.
+constexpr int kAhead = 6;
+inline void prefetch_row(const uint16_t* r, int n_values) {
+    for (int i = 0; i < n_values; i += 32) __builtin_prefetch(r + i, 0, 3);
+}
+
 // Head sizes are multiples of 16 up to 256 here (others take the scalar path).
 GLIA_TARGET_AVX512 void scores_avx512(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n,
                                       float* s, size_t s_stride) {
     const int nv = hd / 16;
+    for (int c = 0; c < std::min(n, kAhead); ++c) prefetch_row(k[c] + off, hd);
     for (int c = 0; c < n; ++c) {
+        if (c + kAhead < n) prefetch_row(k[c + kAhead] + off, hd);
         const uint16_t* kr = k[c] + off;
         __m512 kv[16];
         for (int v = 0; v < nv; ++v) kv[v] = load_f16(kr + 16 * v);
@@ -158,13 +167,15 @@ GLIA_TARGET_AVX512 void softmax_avx512(float* s, int n, float scale, float cap) 
 GLIA_TARGET_AVX512 void weighted_sum_avx512(int hd, int nq, const float* p, size_t p_stride,
                                             const uint16_t* const* v, size_t off, int n, float* acc) {
     // Eight vectors (128 values) of one query's output in registers at a time.
+    for (int c = 0; c < std::min(n, kAhead); ++c) prefetch_row(v[c] + off, hd);
     for (int j = 0; j < nq; ++j) {
         const float* pj = p + j * p_stride;
         for (int i0 = 0; i0 < hd; i0 += 128) {
             const int nv = std::min(8, (hd - i0) / 16);
             __m512 a[8];
-            for (int x = 0; x < 8; ++x) a[x] = _mm512_setzero_ps();
+            for (int x = 0; x < nv; ++x) a[x] = _mm512_loadu_ps(acc + static_cast<size_t>(j) * hd + i0 + 16 * x);
             for (int c = 0; c < n; ++c) {
+                if (j == 0 && i0 == 0 && c + kAhead < n) prefetch_row(v[c + kAhead] + off, hd);
                 if (pj[c] == 0.0f) continue;
                 const __m512 pc = _mm512_set1_ps(pj[c]);
                 const uint16_t* vr = v[c] + off + i0;
@@ -183,6 +194,7 @@ constexpr int kChunk = 128;
 
 GLIA_TARGET_AVX512 void widen_rows(const uint16_t* const* rows, size_t off, int n, int hd, float* dst) {
     for (int c = 0; c < n; ++c) {
+        if (c + kAhead < n) prefetch_row(rows[c + kAhead] + off, hd);
         const uint16_t* r = rows[c] + off;
         for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(dst + static_cast<size_t>(c) * hd + i, load_f16(r + i));
     }

@@ -34,7 +34,7 @@ struct AttnKernels {
     // when cap > 0), softmax, each probability rounded to f16 (as the reference feeds
     // them to its f16 dot product with V).
     void (*softmax)(float* s, int n, float scale, float cap);
-    // acc[j * hd + i] = sum_c p[j * p_stride + c] * v[c][off + i] for j < nq, i < hd.
+    // acc[j * hd + i] += sum_c p[j * p_stride + c] * v[c][off + i] for j < nq, i < hd.
     void (*weighted_sum)(int hd, int nq, const float* p, size_t p_stride, const uint16_t* const* v, size_t off,
                          int n, float* acc);
     // The whole tile (same numerics as scores + softmax + weighted_sum).

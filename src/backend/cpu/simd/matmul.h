@@ -2,10 +2,15 @@
 // for benchmarks and tests: out[t * N + r] = dot(weight row r, activation row t).
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/simd/simd.h"
 #include "backend/cpu/threadpool.h"
+#include "core/huge_buffer.h"
 
 namespace glia::cpu {
 
@@ -28,8 +33,26 @@ bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T);
 MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_row, int64_t K, int64_t T,
                          std::vector<uint8_t>& scratch, ThreadPool& pool);
 
-// y[t * N + r] for r < N, t < T; weight rows `w_stride` bytes apart.
+// Weight matrices repacked into the GEMM's panel layout, kept for the life of a backend
+// (whose model outlives it): packing then happens once per weight instead of once per
+// matmul, which is what makes the packed path pay for small batches (batched decode).
+// Costs memory: a Q4_K matrix packs to about twice its bytes, Q8_0 to about the same.
+class PackCache {
+public:
+    // The packed panels of weight `w` (packed on first use, split across the pool).
+    const uint8_t* get(const simd::Gemm& g, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                       ThreadPool& pool);
+    size_t bytes() const;
+
+private:
+    mutable std::mutex mu_;
+    std::unordered_map<const uint8_t*, HugeBuffer> panels_;
+    size_t bytes_ = 0;
+};
+
+// y[t * N + r] for r < N, t < T; weight rows `w_stride` bytes apart. With a cache the
+// packed path reuses panels packed earlier; without one it packs per call.
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool);
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache = nullptr);
 
 }  // namespace glia::cpu
