@@ -217,12 +217,13 @@ struct Engine::Impl {
         in.seq = input(seq, "inp_seq");
         in.cache = cache.get();
         in.state = state.get();
-        std::vector<float> logits;
+        // The logits stay in the executor's arena until the next step: read them in place.
+        const float* logits = nullptr;
         if (!out_ids.empty()) in.out_ids = input(out_ids, "out_ids");
         try {
             Tensor* out = model.forward(g, in);
             exec->run(g);
-            if (!out_ids.empty()) logits.assign(out->ptr<float>(), out->ptr<float>() + out->n_elements());
+            if (!out_ids.empty()) logits = out->ptr<float>();
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lk(mu);
             for (auto& s : running) {
@@ -244,7 +245,7 @@ struct Engine::Impl {
             ev.request_id = s.id;
             ev.token = tok;
             ev.n_prompt = static_cast<int>(s.req.prompt.size());
-            fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
+            if (s.req.logprobs || s.req.top_logprobs > 0) fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
             s.history.push_back(tok);
             s.next = tok;
             ++s.n_generated;

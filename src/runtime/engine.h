@@ -40,13 +40,14 @@ struct GenerationRequest {
     int max_tokens = 256;         // generated tokens at most
     SamplerParams sampling;
     bool ignore_eos = false;
-    int top_logprobs = 0;         // 0..20: alternatives reported with each token
+    bool logprobs = false;        // report each token's log-probability (TokenEvent::logprob)
+    int top_logprobs = 0;         // 0..20: alternatives reported with each token (implies logprobs)
 };
 
 struct TokenEvent {
     uint64_t request_id = 0;
     int32_t token = -1;           // -1 on the final event when no token came with it
-    float logprob = 0;            // log-probability of `token` under the (penalised, untempered) distribution
+    float logprob = 0;            // log-probability of `token` under the raw distribution (when asked for)
     std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives (id, logprob)
     bool done = false;            // last event of this request
     FinishReason finish = FinishReason::NONE;

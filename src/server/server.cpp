@@ -345,6 +345,7 @@ struct HttpServer::Impl {
             gr.max_tokens = max_tokens;
             gr.sampling = job.sampling;
             gr.top_logprobs = job.logprobs ? job.top_logprobs : 0;
+            gr.logprobs = job.logprobs;
             gr.ignore_eos = job.ignore_eos;
             auto ch = std::make_shared<Channel>();
             uint64_t id;
