@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/simd/avx512_math.h"
 #include "backend/cpu/simd/internal.h"
 #include "core/f16.h"
 
@@ -82,28 +83,7 @@ GLIA_TARGET_AVX512 inline __m512 load_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-GLIA_TARGET_AVX512 inline __m512 round16(__m512 x) {
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-// exp(x) for x <= 0 (arguments below -87 give 0): 2^n * e^r with |r| <= ln2/2 and a
-// degree-6 Taylor polynomial for e^r (relative error ~1e-7).
-GLIA_TARGET_AVX512 inline __m512 exp_neg(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
+using avx512::exp_ps;
 // Cache rows are scattered (paged, and 2 KiB or more apart within a page), which the
 // hardware prefetcher does not follow: fetch the rows a few cells ahead by hand.
 constexpr int kAhead = 6;
@@ -150,18 +130,18 @@ GLIA_TARGET_AVX512 void softmax_avx512(float* s, int n, float scale, float cap) 
     const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     __m512 sum = _mm512_setzero_ps();
     for (c = 0; c + 16 <= n; c += 16) {
-        const __m512 e = exp_neg(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), vs, m));
+        const __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), vs, m));
         _mm512_storeu_ps(s + c, e);
         sum = _mm512_add_ps(sum, e);
     }
     if (tail) {
-        const __m512 e = exp_neg(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + c), vs, m));
+        const __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + c), vs, m));
         _mm512_mask_storeu_ps(s + c, tail, e);
         sum = _mm512_mask_add_ps(sum, tail, sum, e);
     }
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (c = 0; c + 16 <= n; c += 16) _mm512_storeu_ps(s + c, round16(_mm512_mul_ps(_mm512_loadu_ps(s + c), inv)));
-    if (tail) _mm512_mask_storeu_ps(s + c, tail, round16(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + c), inv)));
+    for (c = 0; c + 16 <= n; c += 16) _mm512_storeu_ps(s + c, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c), inv)));
+    if (tail) _mm512_mask_storeu_ps(s + c, tail, avx512::round_f16_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + c), inv)));
 }
 
 GLIA_TARGET_AVX512 void weighted_sum_avx512(int hd, int nq, const float* p, size_t p_stride,
@@ -267,13 +247,13 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
         __m512 sum = _mm512_setzero_ps();
         for (int c = 0; c < t.n; ++c) {
             const __mmask16 ok = valid(c);
-            const __m512 e = _mm512_maskz_mov_ps(ok, exp_neg(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
+            const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
             _mm512_storeu_ps(s + c * 16, e);
             sum = _mm512_add_ps(sum, e);
         }
         const __mmask16 live = _mm512_cmplt_epi32_mask(vlo, vhi);
         const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(1.0f), sum);
-        for (int c = 0; c < t.n; ++c) _mm512_storeu_ps(s + c * 16, round16(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
+        for (int c = 0; c < t.n; ++c) _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
     }
 
     // Weighted sum: 4 queries x 64 output values in registers, cells streamed.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/simd/avx512_math.h"
 #include "backend/cpu/simd/internal.h"
 #include "core/f16.h"
 
@@ -40,23 +41,8 @@ void round_f16_scalar(const float* x, float* y, int64_t n) {
 }
 
 #ifdef GLIA_SIMD_X86
-// exp(x) over the float range: 2^k * e^r, |r| <= ln2/2, degree-6 polynomial (~1 ulp);
-// overflows to +inf above ~88.7, underflows to 0 below ~-103.
-GLIA_TARGET_AVX512 inline __m512 exp_ps(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, k);
-}
+using avx512::exp_ps;
+using avx512::round_f16_ps;
 
 GLIA_TARGET_AVX512 double sum_sq_avx512(const float* x, int64_t n) {
     // Four f32 accumulators per 64 values, summed in double per 1024 values: the error
@@ -121,8 +107,7 @@ GLIA_TARGET_AVX512 void to_f16_avx512(const float* x, uint16_t* y, int64_t n) {
 GLIA_TARGET_AVX512 void round_f16_avx512(const float* x, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
-                                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        _mm512_storeu_ps(y + i, round_f16_ps(_mm512_loadu_ps(x + i)));
     round_f16_scalar(x + i, y + i, n - i);
 }
 #endif
