@@ -19,9 +19,11 @@ Sampler::Sampler(const SamplerParams& p) : p_(p) {
 }
 
 int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
-    std::vector<float> l(logits, logits + n_vocab);
     // Penalties over the recent window.
     const bool penalize = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    if (p_.temperature <= 0.0f && !(penalize && p_.repeat_last_n != 0)) return argmax(logits, n_vocab);
+    std::vector<float>& l = l_;
+    l.assign(logits, logits + n_vocab);
     if (penalize && p_.repeat_last_n != 0) {
         std::unordered_map<int32_t, int> count;
         const size_t n = p_.repeat_last_n < 0 ? history.size() : std::min<size_t>(history.size(), p_.repeat_last_n);
@@ -35,7 +37,8 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
     }
     if (p_.temperature <= 0.0f) return argmax(l.data(), n_vocab);
 
-    std::vector<int32_t> ids(n_vocab);
+    std::vector<int32_t>& ids = ids_;
+    ids.resize(n_vocab);
     std::iota(ids.begin(), ids.end(), 0);
     // Top-k.
     size_t k = (p_.top_k > 0 && p_.top_k < n_vocab) ? size_t(p_.top_k) : size_t(n_vocab);
@@ -43,7 +46,8 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
                       [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
     ids.resize(k);
     // Softmax with temperature over the candidates.
-    std::vector<double> pr(k);
+    std::vector<double>& pr = pr_;
+    pr.assign(k, 0.0);
     const double mx = l[ids[0]];
     double sum = 0;
     for (size_t i = 0; i < k; ++i) sum += pr[i] = std::exp((l[ids[i]] - mx) / p_.temperature);

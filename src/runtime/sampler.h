@@ -29,6 +29,11 @@ public:
 private:
     SamplerParams p_;
     std::mt19937_64 rng_;
+    // Working copies kept between calls (a vocabulary-sized allocation per token costs
+    // fresh zeroed pages every step).
+    std::vector<float> l_;
+    std::vector<int32_t> ids_;
+    std::vector<double> pr_;
 };
 
 // Index of the largest value; ties go to the lowest index.
