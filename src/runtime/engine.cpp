@@ -40,6 +40,7 @@ struct Sequence {
     int n_generated = 0;
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
+    bool stopped = false;  // cancelled because the caller saw a stop string
 };
 
 }  // namespace
@@ -56,7 +57,7 @@ struct Engine::Impl {
     std::condition_variable cv;
     std::deque<std::unique_ptr<Sequence>> waiting;
     std::vector<std::unique_ptr<Sequence>> running;
-    std::vector<uint64_t> cancel_ids;
+    std::vector<std::pair<uint64_t, bool>> cancel_ids;  // (id, ended normally: a stop string)
     std::vector<int> free_slots;
     uint64_t next_id = 1;
     bool stop = false;
@@ -137,13 +138,18 @@ struct Engine::Impl {
                 std::unique_lock<std::mutex> lk(mu);
                 cv.wait(lk, [&] { return stop || !running.empty() || (!waiting.empty() && !free_slots.empty()); });
                 if (stop) return;
-                for (uint64_t id : cancel_ids) {
+                for (const auto& [id, stopped] : cancel_ids) {
+                    // A stop may arrive after the request's callback already declined a
+                    // token (its stream was closed on the stop string): still a stop.
                     for (auto& s : running)
-                        if (s->id == id) s->cancelled = true;
+                        if (s->id == id) {
+                            s->cancelled = true;
+                            s->stopped = s->stopped || stopped;
+                        }
                     for (auto it = waiting.begin(); it != waiting.end(); ++it)
                         if ((*it)->id == id) {
-                            finish(**it, FinishReason::CANCELLED);
-                            ++st.requests_cancelled;
+                            finish(**it, stopped ? FinishReason::STOP : FinishReason::CANCELLED);
+                            ++(stopped ? st.requests_finished : st.requests_cancelled);
                             waiting.erase(it);
                             break;
                         }
@@ -152,8 +158,8 @@ struct Engine::Impl {
                 for (auto it = running.begin(); it != running.end();) {
                     if ((*it)->cancelled) {
                         release(**it);
-                        finish(**it, FinishReason::CANCELLED);
-                        ++st.requests_cancelled;
+                        finish(**it, (*it)->stopped ? FinishReason::STOP : FinishReason::CANCELLED);
+                        ++((*it)->stopped ? st.requests_finished : st.requests_cancelled);
                         it = running.erase(it);
                     } else {
                         ++it;
@@ -355,7 +361,13 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
 
 void Engine::cancel(uint64_t id) {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->cancel_ids.push_back(id);
+    impl_->cancel_ids.emplace_back(id, false);
+    impl_->cv.notify_all();
+}
+
+void Engine::finish_early(uint64_t id) {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cancel_ids.emplace_back(id, true);
     impl_->cv.notify_all();
 }
 

@@ -89,6 +89,10 @@ public:
     std::vector<uint64_t> submit_batch(std::vector<std::pair<GenerationRequest, TokenCallback>> reqs);
     // Cancels a queued or running request; its blocks are freed at the next step.
     void cancel(uint64_t id);
+    // Ends a request normally before its limits (the caller found a stop string): like
+    // cancel() for the cache, but counted as finished, not cancelled, and its final
+    // event says STOP.
+    void finish_early(uint64_t id);
     EngineStats stats() const;
     const EngineOptions& options() const { return opt_; }
     const Model& model() const { return model_; }

@@ -234,7 +234,7 @@ struct HttpServer::Impl {
         }
         metric("glia_requests_total", "counter", "Generation requests accepted by the engine.", s.requests_total);
         metric("glia_requests_finished_total", "counter", "Generation requests that finished (stop or length).", s.requests_finished);
-        metric("glia_requests_cancelled_total", "counter", "Generation requests cancelled (client gone, stop string, timeout).",
+        metric("glia_requests_cancelled_total", "counter", "Generation requests cancelled (client gone, timeout).",
                s.requests_cancelled);
         metric("glia_requests_rejected_total", "counter",
                "Generation requests refused (invalid, too long, queue full, over the concurrency limit).",
@@ -400,6 +400,15 @@ struct HttpServer::Impl {
             s.engine.cancel(id);
         }
 
+        // A stop string ended the text: the engine need not go on, and the request counts
+        // as finished (not cancelled) in its statistics.
+        void stop_early() {
+            if (finished) return;
+            finished = true;
+            s.engine.finish_early(id);  // first: a token declined after abandon() is then still a stop
+            ch->abandon();
+        }
+
         TokenLogprob logprob_of(const TokenEvent& ev) const {
             TokenLogprob t;
             t.text = s.vocab.token_to_piece(ev.token, false);
@@ -458,7 +467,7 @@ struct HttpServer::Impl {
                         if (job.logprobs) lps.push_back(logprob_of(ev));
                         if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
                             finish_reason = "stop";
-                            cancel();  // a stop string: the engine need not go on
+                            stop_early();
                             break;
                         }
                     }

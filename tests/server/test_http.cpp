@@ -4,6 +4,9 @@
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <atomic>
 #include <future>
 
@@ -171,6 +174,27 @@ TEST_F(ServerHttp, StopStrings) {
     EXPECT_EQ(s.text, expect);
     EXPECT_EQ(s.finish_reason, "stop");
     EXPECT_TRUE(s.done);
+}
+
+// A request ended by a stop string is a finished request in /metrics, not a cancelled one.
+TEST_F(ServerHttp, StopStringCountsAsFinished) {
+    HttpResult whole = post(*srv, "/v1/completions", completion_body("Once upon a time", 40));
+    const std::string text = whole.j["choices"][0]["text"];
+    ASSERT_GT(text.size(), 20u) << text;
+    json b = completion_body("Once upon a time", 40);
+    b["stop"] = json::array({text.substr(8, 4)});
+    const double finished0 = metric(*srv, "glia_requests_finished_total");
+    const double cancelled0 = metric(*srv, "glia_requests_cancelled_total");
+    HttpResult r = post(*srv, "/v1/completions", b);
+    ASSERT_EQ(r.j["choices"][0]["finish_reason"], "stop");
+    // The engine applies the early stop at its next step: wait for the counter to move.
+    double finished = finished0;
+    for (int i = 0; i < 200 && finished == finished0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        finished = metric(*srv, "glia_requests_finished_total");
+    }
+    EXPECT_EQ(finished, finished0 + 1);
+    EXPECT_EQ(metric(*srv, "glia_requests_cancelled_total"), cancelled0);
 }
 
 TEST_F(ServerHttp, Logprobs) {
