@@ -19,16 +19,24 @@ Executor::~Executor() {
 
 void Executor::run(Graph& g) {
     g.plan(arena_);
-    for (const Node& n : g.nodes()) {
+    const std::vector<Node>& nodes = g.nodes();
+    for (const Node& n : nodes)
         if (!cpu_.supports(n)) fail("no backend supports op ", op_name(n.op));
+    for (size_t i = 0; i < nodes.size();) {
         const auto t0 = std::chrono::steady_clock::now();
-        cpu_.run(n);
+        const size_t ran = cpu_.run_from(nodes, i);
         if (profile_) {
-            Stat& s = stats_[op_name(n.op)];
-            s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            ++s.calls;
+            // A fused group's time is shared evenly by its nodes.
+            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            for (size_t j = i; j < i + ran; ++j) {
+                Stat& s = stats_[op_name(nodes[j].op)];
+                s.seconds += sec / double(ran);
+                ++s.calls;
+            }
         }
-        if (debug_) dump_tensor(debug_, n);
+        if (debug_)
+            for (size_t j = i; j < i + ran; ++j) dump_tensor(debug_, nodes[j]);
+        i += ran;
     }
 }
 

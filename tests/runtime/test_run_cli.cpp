@@ -65,3 +65,24 @@ TEST(RunCli, BadInputGivesOneLineErrorsAndNonZeroExit) {
     EXPECT_NE(run_command(glia_binary() + " run " + glia::test::shared_path("models/stories260K.gguf") + " -p '" + longp + "' 2>&1", &out), 0);
     EXPECT_NE(out.find("raise it with -c"), std::string::npos) << out;
 }
+
+// The CPU backend fuses consecutive decode matmuls of one input (q/k/v, gate/up) into one
+// dispatch; the results must be bit-identical to running them one by one.
+TEST(RunCli, FusedDecodeMatmulsAreBitIdentical) {
+    const std::string model = glia::test::shared_path("models/tiny-llama-q4_k_m.gguf");
+    const std::string tmp = testing::TempDir() + "/fuse_";
+    std::string out;
+    for (const char* f : {"0", "1"})
+        ASSERT_EQ(glia::test::run_command(std::string("GLIA_FUSE_MATMUL=") + f + " " + glia::test::glia_binary() +
+                                              " eval " + model + " -p 'Once upon a time there was a dog' -n 12 -t 2" +
+                                              " --json-out " + tmp + f + ".json --logits-out " + tmp + f + ".bin 2>&1",
+                                          &out),
+                  0)
+            << out;
+    EXPECT_EQ(glia::test::read_text(tmp + "0.bin"), glia::test::read_text(tmp + "1.bin"));
+    // The records differ only in the name of their logits file.
+    std::string a = glia::test::read_text(tmp + "0.json"), b = glia::test::read_text(tmp + "1.json");
+    a.replace(a.find("fuse_0.bin"), 10, "fuse_N.bin");
+    b.replace(b.find("fuse_1.bin"), 10, "fuse_N.bin");
+    EXPECT_EQ(a, b);
+}

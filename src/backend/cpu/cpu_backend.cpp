@@ -10,6 +10,26 @@ namespace glia::cpu {
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
     const char* e = std::getenv("GLIA_PACK_CACHE");
     if (!(e && std::string(e) == "0")) pack_cache_ = std::make_unique<PackCache>();
+    const char* f = std::getenv("GLIA_FUSE_MATMUL");
+    fuse_matmul_ = !(f && std::string(f) == "0");
+}
+
+size_t CpuBackend::run_from(const std::vector<Node>& nodes, size_t i) {
+    const Node& n = nodes[i];
+    if (fuse_matmul_ && n.op == Op::MATMUL) {
+        const Node* group[8] = {&n};
+        int m = 1;
+        while (m < 8 && i + m < nodes.size() && matmul_group_fusable(n, nodes[i + m])) {
+            group[m] = &nodes[i + m];
+            ++m;
+        }
+        if (m > 1) {
+            op_matmul_group(group, m, pool_, scratch_);
+            return static_cast<size_t>(m);
+        }
+    }
+    run(n);
+    return 1;
 }
 
 bool CpuBackend::supports(const Node& node) const { return node.op != Op::NONE && node.op != Op::COUNT; }

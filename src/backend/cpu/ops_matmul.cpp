@@ -149,6 +149,48 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
     });
 }
 
+bool matmul_group_fusable(const Node& a, const Node& b) {
+    if (a.op != Op::MATMUL || b.op != Op::MATMUL || a.src[1] != b.src[1]) return false;
+    const Tensor& x = *a.src[1];
+    const simd::TypeKernels& ka = simd::kernels(a.src[0]->type);
+    const simd::TypeKernels& kb = simd::kernels(b.src[0]->type);
+    return ka.act_type == kb.act_type && ka.quantize_act == kb.quantize_act &&
+           !matmul_uses_gemm(ka, x.ne[0], x.n_rows()) && !matmul_uses_gemm(kb, x.ne[0], x.n_rows());
+}
+
+void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector<uint8_t>& scratch) {
+    const Tensor& x = *ns[0]->src[1];
+    const int64_t K = x.ne[0], T = x.n_rows();
+    const MatmulAct a = matmul_prepare(simd::kernels(ns[0]->src[0]->type), x.ptr<float>(), x.nb[1], K, T, scratch,
+                                       pool);
+    // Row tiles of every weight, numbered one after the other.
+    constexpr int64_t kTile = 16;
+    constexpr int kMaxGroup = 8;
+    int64_t tile0[kMaxGroup + 1];
+    double work = 0;
+    tile0[0] = 0;
+    for (int j = 0; j < m; ++j) {
+        const Tensor& w = *ns[j]->src[0];
+        tile0[j + 1] = tile0[j] + (w.ne[1] + kTile - 1) / kTile;
+        work += double(w.nb[1]) * double(w.ne[1]) * double(T);
+    }
+    split(pool, tile0[m], work, [&](int64_t b, int64_t e) {
+        int j = 0;
+        for (int64_t tile = b; tile < e; ++tile) {
+            while (tile >= tile0[j + 1]) ++j;
+            const Tensor& w = *ns[j]->src[0];
+            const simd::TypeKernels& kk = simd::kernels(w.type);
+            const int64_t N = w.ne[1];
+            float* y = ns[j]->out->ptr<float>();
+            const int64_t r0 = (tile - tile0[j]) * kTile, r1 = std::min(N, r0 + kTile);
+            for (int64_t t = 0; t < T; ++t) {
+                const uint8_t* act = a.act + t * a.act_row;
+                for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w.row(r), act);
+            }
+        }
+    });
+}
+
 void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache) {
     const Tensor& w = *n.src[0];
     const Tensor& x = *n.src[1];
