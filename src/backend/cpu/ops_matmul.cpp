@@ -50,6 +50,17 @@ void split(ThreadPool& pool, int64_t n, double work, F&& fn) {
     else pool.parallel_for(n, fn);
 }
 
+// Row path: rows are taken in tiles of kRowTile so a tile of weights stays in cache
+// across all tokens. Computes rows [r0, r1) of y[t * N + r] for every token.
+constexpr int64_t kRowTile = 16;
+void row_tile(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N, int64_t r0,
+              int64_t r1, const MatmulAct& a, int64_t T, float* y) {
+    for (int64_t t = 0; t < T; ++t) {
+        const uint8_t* act = a.act + t * a.act_row;
+        for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w + r * w_stride, act);
+    }
+}
+
 }  // namespace
 
 bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
@@ -135,17 +146,10 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
         });
         return;
     }
-    // Rows in tiles of 16 so a tile of weights stays in cache across all tokens.
-    constexpr int64_t kTile = 16;
-    const int64_t n_tiles = (N + kTile - 1) / kTile;
+    const int64_t n_tiles = (N + kRowTile - 1) / kRowTile;
     split(pool, n_tiles, double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
-        for (int64_t tile = b; tile < e; ++tile) {
-            const int64_t r0 = tile * kTile, r1 = std::min(N, r0 + kTile);
-            for (int64_t t = 0; t < T; ++t) {
-                const uint8_t* act = a.act + t * a.act_row;
-                for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w + r * w_stride, act);
-            }
-        }
+        for (int64_t tile = b; tile < e; ++tile)
+            row_tile(kk, w, w_stride, K, N, tile * kRowTile, std::min(N, (tile + 1) * kRowTile), a, T, y);
     });
 }
 
@@ -164,14 +168,13 @@ void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector
     const MatmulAct a = matmul_prepare(simd::kernels(ns[0]->src[0]->type), x.ptr<float>(), x.nb[1], K, T, scratch,
                                        pool);
     // Row tiles of every weight, numbered one after the other.
-    constexpr int64_t kTile = 16;
     constexpr int kMaxGroup = 8;
     int64_t tile0[kMaxGroup + 1];
     double work = 0;
     tile0[0] = 0;
     for (int j = 0; j < m; ++j) {
         const Tensor& w = *ns[j]->src[0];
-        tile0[j + 1] = tile0[j] + (w.ne[1] + kTile - 1) / kTile;
+        tile0[j + 1] = tile0[j] + (w.ne[1] + kRowTile - 1) / kRowTile;
         work += double(w.nb[1]) * double(w.ne[1]) * double(T);
     }
     split(pool, tile0[m], work, [&](int64_t b, int64_t e) {
@@ -179,14 +182,9 @@ void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector
         for (int64_t tile = b; tile < e; ++tile) {
             while (tile >= tile0[j + 1]) ++j;
             const Tensor& w = *ns[j]->src[0];
-            const simd::TypeKernels& kk = simd::kernels(w.type);
-            const int64_t N = w.ne[1];
-            float* y = ns[j]->out->ptr<float>();
-            const int64_t r0 = (tile - tile0[j]) * kTile, r1 = std::min(N, r0 + kTile);
-            for (int64_t t = 0; t < T; ++t) {
-                const uint8_t* act = a.act + t * a.act_row;
-                for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w.row(r), act);
-            }
+            const int64_t N = w.ne[1], r0 = (tile - tile0[j]) * kRowTile;
+            row_tile(simd::kernels(w.type), w.row(0), w.nb[1], K, N, r0, std::min(N, r0 + kRowTile), a, T,
+                     ns[j]->out->ptr<float>());
         }
     });
 }
