@@ -10,7 +10,8 @@
 
 namespace glia {
 
-enum class Device : uint8_t { CPU = 0, CUDA = 1 };
+// STANDIN: the tests' second backend (its own memory, a chosen subset of ops).
+enum class Device : uint8_t { CPU = 0, CUDA = 1, STANDIN = 2 };
 
 struct Tensor {
     DType type = DType::F32;
