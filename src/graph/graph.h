@@ -1,92 +1,106 @@
-// The computation graph: one op enum, nodes over tensors, shape checks at build time.
-// A family's forward pass (src/model/) builds a Graph; a backend executes its nodes.
+// The computation graph: one op enum, nodes over tensors with named operands and per-op
+// parameters, shape checks at build time. A family's forward pass (src/model/) builds a
+// Graph; the dispatcher (src/dispatch/) places and runs it on the backends.
+//
+// Everything an op reads or writes is an operand, state included (a layer's K/V pages,
+// a recurrent layer's state): nothing is hidden behind pointers, so the dispatcher sees
+// where every operand lives. Operands an op writes in place are marked (Node::writes).
 #pragma once
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <variant>
 #include <vector>
 
-#include "core/huge_buffer.h"
 #include "core/tensor.h"
 
 namespace glia {
 
-class KVCache;         // runtime/kv_cache.h
-class RecurrentState;  // runtime/recurrent_state.h
-
 enum class Op : uint8_t {
-    NONE,       // a leaf: weight or input
-    GET_ROWS,   // out[:, t] = dequant(src0 row src1[t]) ; src1 I32 ids
-    RMS_NORM,   // out = x / sqrt(mean(x^2) + eps) * w (w optional: src1)
-    ADD,        // out = src0 + src1 (src1 broadcast over rows when it has one row)
-    MUL,        // out = src0 * src1 (same broadcast)
-    SCALE,      // out = src0 * f0
-    MATMUL,     // out[N, T] = W[K, N] . x[K, T]
-    ROPE,       // rotate pairs of x [head_dim, n_head, T] by positions src1 (I32)
-    ATTENTION,  // store k/v (src1/src2) into the cache, attend q (src0) over it
-    SWIGLU,     // out = silu(src0) * src1
-    GEGLU,      // out = gelu_tanh(src0) * src1
-    SOFTCAP,    // out = f0 * tanh(src0 / f0)
-    MOE,        // mixture of experts FFN: router src1, expert stacks src2 (gate), src3 (up), down in `extra`
-    SHORTCONV,  // causal depthwise conv over time with per-sequence state
+    NONE,         // a leaf: weight, input or state
+    GET_ROWS,     // out[:, t] = dequant(table row ids[t])
+    RMS_NORM,     // out = x / sqrt(mean(x^2) + eps) * w (w optional)
+    ADD,          // out = a + b (b broadcast over rows when it has one row)
+    MUL,          // out = a * b (same broadcast)
+    SCALE,        // out = a * s
+    MATMUL,       // out[N, T] = W[K, N] . x[K, T]
+    ROPE,         // rotate pairs of x [head_dim, n_head, T] by positions
+    ATTENTION,    // store k/v into the layer's pages, attend q over them
+    SWIGLU,       // out = silu(gate) * up
+    GEGLU,        // out = gelu_tanh(gate) * up
+    SOFTCAP,      // out = cap * tanh(x / cap)
+    MOE_TOPK,     // router logits [n_exp, T] -> expert ids I32 [n_used, T] (softmax order, ties to the lower id)
+    MOE_WEIGHTS,  // router logits + ids -> their softmax probabilities [n_used, T] (optionally renormalised)
+    MOE_EXPERTS,  // sum over the selected experts of weight * SwiGLU expert(x)
+    SHORTCONV,    // causal depthwise conv over time, state carried per sequence
+    COPY,         // out = src on another device (inserted by the dispatcher)
     COUNT
 };
-const char* op_name(Op op);
+const char* op_name(Op op);        // "MATMUL"
+const char* op_cli_name(Op op);    // "matmul": the name GLIA_CPU_OPS / --cpu-ops use
+bool op_from_cli_name(const std::string& s, Op& op);
 
 enum class RopeType : uint8_t { NORMAL = 0, NEOX = 2 };
 
+// Per-op parameters.
+struct NormParams { float eps = 1e-5f; };
+struct ScaleParams { float s = 1.0f; };
+struct SoftcapParams { float cap = 0.0f; };
 struct RopeParams {
     RopeType type = RopeType::NORMAL;
     int n_dims = 0;          // rotated dims per head (the rest pass through)
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;
 };
-
 struct AttnParams {
-    int layer = 0;           // index into the KV cache
     float scale = 1.0f;      // applied to q.k
     float softcap = 0.0f;    // 0: none; else cap * tanh(s / cap)
     int window = 0;          // sliding window (0: full causal)
+    int block_size = 16;     // cells per page
 };
+struct MoeParams {
+    int n_used = 0;
+    bool norm_weights = true;
+};
+using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams>;
+
+// Operand names, per op (indices into Node::src).
+struct MatmulArg { enum : int { W, X }; };
+struct GetRowsArg { enum : int { TABLE, IDS }; };
+struct NormArg { enum : int { X, W }; };
+struct BinaryArg { enum : int { A, B }; };
+struct GluArg { enum : int { GATE, UP }; };
+struct RopeArg { enum : int { X, POS }; };
+// K_CACHE / V_CACHE: the layer's pages, F16 [kv_dim, n_cells] (written: this batch's rows).
+// POS, SEQ, CELLS: I32 per token (position, sequence slot, cache cell to write).
+// PAGES: I32 [max_pages, n_slots], page ids of each slot (cell = page * block + pos % block).
+struct AttnArg { enum : int { Q, K, V, K_CACHE, V_CACHE, POS, SEQ, CELLS, PAGES }; };
+struct MoeTopkArg { enum : int { LOGITS }; };
+struct MoeWeightsArg { enum : int { LOGITS, IDS }; };
+struct MoeExpertsArg { enum : int { X, GATE, UP, DOWN, IDS, WEIGHTS }; };
+// STATE: F32 [state_floats, n_slots] (written); SEQ: I32 slot per token.
+struct ShortconvArg { enum : int { X, KERNEL, STATE, SEQ }; };
+
+inline constexpr int kMaxOperands = 9;
 
 struct Node {
     Op op = Op::NONE;
     Tensor* out = nullptr;
-    std::array<Tensor*, 4> src{};
-    float f0 = 0.0f;         // eps / scale
-    RopeParams rope;
-    AttnParams attn;
-    KVCache* cache = nullptr;
-    RecurrentState* state = nullptr;
-    Tensor* extra = nullptr;   // a fifth input (MOE: down-projection experts)
-    int i0 = 0;                // MOE: experts used; SHORTCONV: layer
-    bool b0 = false;           // MOE: renormalise weights
-    const int32_t* forced = nullptr;  // MOE: forced expert ids [T][n_used] (testing), or null
-};
+    std::array<Tensor*, kMaxOperands> src{};
+    uint16_t writes = 0;   // bit i: operand i is written in place (state)
+    int layer = -1;        // the block the node belongs to (-1: embeddings / head)
+    OpParams params;
 
-// Memory for a graph's activations, kept from one step to the next: it grows to the
-// largest plan seen and is never zero-filled (every op writes all of its output).
-class Arena {
-public:
-    Arena() = default;
-    Arena(const Arena&) = delete;
-    Arena& operator=(const Arena&) = delete;
-    // At least `bytes` of 64-byte aligned memory; the contents are not kept when it grows.
-    uint8_t* reserve(size_t bytes);
-    size_t capacity() const { return mem_.size(); }
-
-private:
-    HugeBuffer mem_;
-};
-
-// The batch a graph computes: tokens and their positions.
-struct Batch {
-    std::vector<int32_t> tokens;
-    std::vector<int32_t> pos;
-    int n_tokens() const { return static_cast<int>(tokens.size()); }
+    template <class P> const P& p() const { return std::get<P>(params); }
+    bool writes_operand(int i) const { return (writes >> i) & 1u; }
+    int n_src() const {
+        int n = 0;
+        for (int i = 0; i < kMaxOperands; ++i)
+            if (src[i]) n = i + 1;
+        return n;
+    }
 };
 
 class Graph {
@@ -95,14 +109,17 @@ public:
     Graph(const Graph&) = delete;
     Graph& operator=(const Graph&) = delete;
 
-    // A new input tensor owned by the graph, its memory allocated now (not zero-filled):
-    // the caller fills it before running the graph.
-    Tensor* new_tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1,
-                       const std::string& name = "");
+    // A step input owned by the graph, in host memory allocated now (not zero-filled):
+    // the caller fills it before each run.
+    Tensor* new_input(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1,
+                      const std::string& name = "");
     // A view of `t` with a new contiguous shape (same element count).
     Tensor* reshape(Tensor* t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
-    // A view of rows [row0, row0+n) of ne[0]-elements each... generic strided view:
+    // A strided view of `t`: shape ne0..ne2, strides nb1/nb2, starting `offset` bytes in.
     Tensor* view(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+
+    // The layer that following nodes belong to (-1: embeddings / head).
+    void set_layer(int il) { layer_ = il; }
 
     // Builders: each appends a node and returns its output.
     Tensor* get_rows(Tensor* table, Tensor* ids);
@@ -112,45 +129,38 @@ public:
     Tensor* scale(Tensor* a, float s);
     Tensor* matmul(Tensor* w, Tensor* x);
     Tensor* rope(Tensor* x, Tensor* pos, const RopeParams& p);
-    // seq: I32 sequence id per token (nullptr: all sequence 0).
-    Tensor* attention(Tensor* q, Tensor* k, Tensor* v, KVCache* cache, Tensor* pos, Tensor* seq, const AttnParams& p);
+    // q [hd, n_head, T], k [hd, n_kv, T], v [hd_v, n_kv, T] -> [hd_v * n_head, T].
+    struct AttnInputs { Tensor *k_cache, *v_cache, *pos, *seq, *cells, *pages; };
+    Tensor* attention(Tensor* q, Tensor* k, Tensor* v, const AttnInputs& in, const AttnParams& p);
     Tensor* swiglu(Tensor* gate, Tensor* up);
     Tensor* geglu(Tensor* gate, Tensor* up);
     Tensor* softcap(Tensor* x, float cap);
-    // x [E, T] -> [E, T]: softmax router, top-n_used experts, SwiGLU experts, weighted sum.
-    Tensor* moe(Tensor* x, Tensor* router, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, int n_used,
-                bool norm_weights, const int32_t* forced = nullptr);
-    // bx [C, T], kernel w [L, C] -> [C, T]; state holds the previous L-1 inputs per channel.
-    // seq: I32 sequence id per token (nullptr: all sequence 0); a sequence's tokens must be in order.
-    Tensor* shortconv(Tensor* bx, Tensor* w, RecurrentState* state, Tensor* seq, int layer);
+    Tensor* moe_topk(Tensor* logits, int n_used);
+    Tensor* moe_weights(Tensor* logits, Tensor* ids, bool norm_weights);
+    Tensor* moe_experts(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids, Tensor* weights);
+    // bx [C, T], kernel w [L, C] -> [C, T]; state [(L-1) * C, n_slots]; seq: I32 slot per token
+    // (a sequence's tokens in order).
+    Tensor* shortconv(Tensor* bx, Tensor* w, Tensor* state, Tensor* seq);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);
 
-    // Places every node output in `arena` (reusing the memory of tensors no later node
-    // reads) and resolves views of them. Called by the executor before running.
-    void plan(Arena& arena);
-    // Bytes the last plan needed (peak of live node outputs).
-    size_t planned_bytes() const { return planned_bytes_; }
-
     const std::vector<Node>& nodes() const { return nodes_; }
     Tensor* output() const { return output_; }
     void set_output(Tensor* t) { output_ = t; }
+    // A tensor owned by the graph (the dispatcher's copies live here too).
+    Tensor* make_tensor(Tensor t);
 
 private:
     Tensor* add_node(Node n);
-    Tensor* alloc(Tensor t);
-    // A node's output: memory assigned later by plan().
     Tensor* out_tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
     Node glu_node(Op op, Tensor* gate, Tensor* up);
     Tensor* alias(Tensor* t, Tensor v, size_t offset);
-    struct Place { Tensor* root; size_t offset; };
-    std::unordered_map<const Tensor*, Place> placed_;  // deferred tensors and their views
-    size_t planned_bytes_ = 0;
     std::deque<Tensor> tensors_;
     std::vector<std::unique_ptr<uint8_t[]>> buffers_;
     std::vector<Node> nodes_;
     Tensor* output_ = nullptr;
+    int layer_ = -1;
 };
 
 }  // namespace glia

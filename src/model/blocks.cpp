@@ -107,7 +107,7 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
     k = g.name(g.rope(k, in.pos, rope), "Kcur", il);
 
     AttnParams ap;
-    ap.layer = il;
+    ap.block_size = in.block_size;
     ap.softcap = p.attn_softcap;
     ap.window = sliding ? p.sliding_window : 0;
     const float scale = 1.0f / std::sqrt(float(hk));
@@ -117,17 +117,20 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
     } else {
         ap.scale = scale;
     }
-    Tensor* a = g.name(g.attention(q, k, v, in.cache, in.pos, in.seq, ap), "kqv_out", il);
+    const LayerState& st = (*in.state)[il];
+    Tensor* a = g.name(g.attention(q, k, v, {st.k, st.v, in.pos, in.seq, in.cells, in.pages}, ap), "kqv_out", il);
     return g.name(g.matmul(L.wo, a), "attn_out", il);
 }
 
 Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,
                   int il) {
     if (L.ffn_router) {
-        const int32_t* forced = in.forced_experts ? in.forced_experts(il) : nullptr;
-        return g.name(g.moe(h, L.ffn_router, L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps, p.n_expert_used,
-                            p.moe_norm_weights, forced),
-                      "ffn_moe_out", il);
+        Tensor* logits = g.name(g.matmul(L.ffn_router, h), "ffn_moe_logits", il);
+        Tensor* forced = il < static_cast<int>(in.forced_experts.size()) ? in.forced_experts[il] : nullptr;
+        Tensor* ids = forced ? forced : g.name(g.moe_topk(logits, p.n_expert_used), "ffn_moe_topk", il);
+        Tensor* w = g.name(g.moe_weights(logits, ids, p.moe_norm_weights),
+                           p.moe_norm_weights ? "ffn_moe_weights_norm" : "ffn_moe_weights", il);
+        return g.name(g.moe_experts(h, L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps, ids, w), "ffn_moe_out", il);
     }
     Tensor *gate, *up;
     if (L.ffn_gate) {
@@ -161,6 +164,7 @@ Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const Forwa
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
                     const ForwardInputs& in) {
     (void)in;
+    g.set_layer(-1);
     x = g.name(g.rms_norm(x, norm, p.norm_eps), "result_norm");
     Tensor* logits = g.name(g.matmul(output, x), "result_output");
     if (p.final_softcap > 0) logits = g.name(g.softcap(logits, p.final_softcap), "result_output_capped");

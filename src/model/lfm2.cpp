@@ -15,6 +15,7 @@ public:
         const int64_t E = p_.n_embd, T = in.tokens->ne[0];
         Tensor* x = g.name(g.get_rows(w_.tok_embd, in.tokens), "embd");
         for (int il = 0; il < p_.n_layer; ++il) {
+            g.set_layer(il);
             const LayerWeights& L = w_.layers[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
             Tensor* a;
@@ -22,7 +23,7 @@ public:
                 Tensor* bcx = g.name(g.matmul(L.conv_in, h), "shortconv_in", il);  // [3E, T]: B, C, X
                 auto part = [&](int k) { return g.view(bcx, E, T, 1, bcx->nb[1], bcx->nb[1] * T, k * E * sizeof(float)); };
                 Tensor* bx = g.name(g.mul(part(0), part(2)), "bx", il);
-                Tensor* conv = g.name(g.shortconv(bx, L.conv_kernel, in.state, in.seq, il), "conv", il);
+                Tensor* conv = g.name(g.shortconv(bx, L.conv_kernel, (*in.state)[il].conv, in.seq), "conv", il);
                 Tensor* y = g.name(g.mul(part(1), conv), "y", il);
                 a = g.name(g.matmul(L.conv_out, y), "shortconv_out", il);
             } else {

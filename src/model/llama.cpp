@@ -14,6 +14,7 @@ public:
     Tensor* forward(Graph& g, const ForwardInputs& in) const override {
         Tensor* x = g.name(g.get_rows(w_.tok_embd, in.tokens), "embd");
         for (int il = 0; il < p_.n_layer; ++il) {
+            g.set_layer(il);
             const LayerWeights& L = w_.layers[il];
             Tensor* h = g.name(g.rms_norm(x, L.attn_norm, p_.norm_eps), "attn_norm", il);
             Tensor* a = keep_output_rows(g, p_, attention_block(g, p_, L, h, in, il), in, il);

@@ -1,7 +1,6 @@
 // A loaded model: the mapped file, its derived profile, its weights bound by the
 // family's graph builder, and its vocabulary.
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,16 +14,29 @@ namespace glia::tok { class Vocab; }
 
 namespace glia {
 
+// A layer's state: K/V pages of an attention layer, the carried inputs of a recurrent one.
+// Tensors allocated by the backend of the device the layer runs on (runtime/runner.h).
+struct LayerState {
+    Tensor* k = nullptr;     // F16 [n_kv_head * head_dim_k, n_cells]
+    Tensor* v = nullptr;     // F16 [n_kv_head * head_dim_v, n_cells]
+    Tensor* conv = nullptr;  // F32 [(l_cache - 1) * n_embd, n_slots]
+};
+
+// A step's inputs: host I32 tensors filled by the runtime (checked there: token ids,
+// positions, slots and cells are valid when the graph runs) and the layers' state.
 struct ForwardInputs {
-    Tensor* tokens = nullptr;  // I32 [n_tokens]
-    Tensor* pos = nullptr;     // I32 [n_tokens]
-    Tensor* seq = nullptr;     // I32 [n_tokens] sequence ids (nullptr: all sequence 0)
-    Tensor* out_ids = nullptr; // I32 token indices whose logits are wanted (nullptr: see all_logits)
-    KVCache* cache = nullptr;
+    Tensor* tokens = nullptr;  // [n_tokens]
+    Tensor* pos = nullptr;     // [n_tokens]
+    Tensor* seq = nullptr;     // [n_tokens] sequence slot
+    Tensor* cells = nullptr;   // [n_tokens] KV cell each token's K/V goes to
+    Tensor* pages = nullptr;   // [max_pages, n_slots] page table
+    Tensor* out_ids = nullptr; // token indices whose logits are wanted (nullptr: see all_logits)
     bool all_logits = false;   // without out_ids: logits for every token, else only the last
-    RecurrentState* state = nullptr;  // recurrent layers' per-sequence state
-    // Testing: experts to use in MoE block il ([n_tokens][n_used] ids), or nullptr.
-    std::function<const int32_t*(int il)> forced_experts;
+    int block_size = 16;       // cells per page
+    const std::vector<LayerState>* state = nullptr;  // per layer
+    // Testing: per layer, I32 [n_used, n_tokens] experts to use instead of the router's
+    // choice (empty, or nullptr entries: the router decides).
+    std::vector<Tensor*> forced_experts;
 };
 
 // One family's forward pass. Implementations live in src/model/<family>.cpp.
@@ -53,6 +65,7 @@ public:
     const tok::Vocab& vocab() const { return *vocab_; }
     Tensor* forward(Graph& g, const ForwardInputs& in) const { return arch_->forward(g, in); }
     size_t weight_bytes() const { return weights_->total_bytes(); }
+    const WeightSet& weights() const { return *weights_; }
 
 private:
     Model() = default;

@@ -9,6 +9,7 @@ namespace glia {
 WeightSet::WeightSet(const gguf::File& f) : path_(f.path()) {
     for (const auto& ti : f.tensors()) {
         Tensor t = Tensor::make(ti.type, ti.ne[0], ti.ne[1], ti.ne[2], ti.ne[3]);
+        t.role = TensorRole::WEIGHT;
         t.data = const_cast<uint8_t*>(ti.data);
         t.name = ti.name;
         tensors_.push_back(std::move(t));

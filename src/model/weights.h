@@ -40,6 +40,8 @@ public:
     Tensor* layer(int il, std::string_view name, std::vector<int64_t> expect_ne = {});
     Tensor* layer_opt(int il, std::string_view name);
     size_t total_bytes() const { return total_bytes_; }
+    // Every tensor of the file, in file order.
+    const std::deque<Tensor>& all() const { return tensors_; }
 
 private:
     std::string path_;

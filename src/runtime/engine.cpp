@@ -6,12 +6,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
-#include "dispatch/executor.h"
 #include "model/model.h"
-#include "runtime/kv_cache.h"
-#include "runtime/recurrent_state.h"
+#include "runtime/runner.h"
 #include "tokenizer/vocab.h"
 
 namespace glia {
@@ -48,10 +45,7 @@ struct Sequence {
 struct Engine::Impl {
     const Model& model;
     EngineOptions opt;
-    std::unique_ptr<KVCache> cache;
-    std::unique_ptr<RecurrentState> state;
-    std::unique_ptr<cpu::CpuBackend> cpu;
-    std::unique_ptr<Executor> exec;
+    std::unique_ptr<Runner> runner;
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -65,23 +59,17 @@ struct Engine::Impl {
     std::thread thread;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
-        const ModelProfile& p = m.profile();
-        std::vector<int> dk(p.n_layer), dv(p.n_layer), rs(p.n_layer, 0);
-        bool any_state = false;
-        for (int il = 0; il < p.n_layer; ++il) {
-            dk[il] = p.n_head_kv[il] * p.head_dim_k;
-            dv[il] = p.n_head_kv[il] * p.head_dim_v;
-            if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
-                rs[il] = (p.shortconv_l_cache - 1) * p.n_embd;
-                any_state = true;
-            }
-        }
-        cache = std::make_unique<KVCache>(dk, dv, opt.n_ctx, opt.block_size, opt.n_parallel);
-        if (any_state) state = std::make_unique<RecurrentState>(rs, opt.n_parallel);
-        cpu = std::make_unique<cpu::CpuBackend>(opt.n_threads);
-        exec = std::make_unique<Executor>(*cpu);
+        RunnerOptions ro;
+        ro.n_ctx = opt.n_ctx;
+        ro.n_slots = opt.n_parallel;
+        ro.block_size = opt.block_size;
+        ro.n_threads = opt.n_threads;
+        ro.placement = opt.placement;
+        ro.devices = opt.devices;
+        ro.cpu_ops = opt.cpu_ops;
+        runner = std::make_unique<Runner>(m, ro);
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
-        st.kv_blocks_total = cache->blocks_total();
+        st.kv_blocks_total = runner->pages().n_pages();
         thread = std::thread([this] { loop(); });
     }
 
@@ -114,17 +102,17 @@ struct Engine::Impl {
             Sequence& s = *waiting.front();
             const int need = static_cast<int>(s.req.prompt.size()) + s.req.max_tokens;
             const int slot = free_slots.back();
-            if (!cache->reserve(slot, need)) break;  // wait for blocks to free up
+            runner->reset_slot(slot);
+            if (!runner->pages().reserve(slot, need)) break;  // wait for blocks to free up
             free_slots.pop_back();
             s.slot = slot;
-            if (state) state->clear(slot);
             running.push_back(std::move(waiting.front()));
             waiting.pop_front();
         }
     }
 
     void release(Sequence& s) {
-        cache->release(s.slot);
+        runner->pages().release(s.slot);
         free_slots.push_back(s.slot);
         s.slot = -1;
     }
@@ -168,7 +156,7 @@ struct Engine::Impl {
                 admit();
                 st.running = static_cast<int>(running.size());
                 st.waiting = static_cast<int>(waiting.size());
-                st.kv_blocks_used = cache->blocks_used();
+                st.kv_blocks_used = runner->pages().pages_used();
                 if (running.empty()) continue;
             }
             step(window_tokens);
@@ -210,26 +198,18 @@ struct Engine::Impl {
                 out_seq.push_back(&s);
             }
         }
-        const int T = static_cast<int>(tokens.size());
-        Graph g;
-        ForwardInputs in;
-        auto input = [&](const std::vector<int32_t>& v, const char* name) {
-            Tensor* t = g.new_tensor(DType::I32, static_cast<int64_t>(v.size()), 1, 1, 1, name);
-            std::memcpy(t->data, v.data(), v.size() * sizeof(int32_t));
-            return t;
-        };
-        in.tokens = input(tokens, "inp_tokens");
-        in.pos = input(pos, "inp_pos");
-        in.seq = input(seq, "inp_seq");
-        in.cache = cache.get();
-        in.state = state.get();
-        // The logits stay in the executor's arena until the next step: read them in place.
+        StepInputs in;
+        in.tokens = tokens.data();
+        in.pos = pos.data();
+        in.seq = seq.data();
+        in.n_tokens = static_cast<int>(tokens.size());
+        in.out_ids = out_ids.data();
+        in.n_out = static_cast<int>(out_ids.size());
+        // The logits stay in the runner's memory until the next step: read them in place.
         const float* logits = nullptr;
-        if (!out_ids.empty()) in.out_ids = input(out_ids, "out_ids");
         try {
-            Tensor* out = model.forward(g, in);
-            exec->run(g);
-            if (!out_ids.empty()) logits = out->ptr<float>();
+            if (out_ids.empty()) fail("engine: a step without outputs");
+            logits = runner->forward(in);
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lk(mu);
             for (auto& s : running) {
@@ -239,7 +219,6 @@ struct Engine::Impl {
             running.clear();
             return;
         }
-        (void)T;
         const int V = model.profile().n_vocab;
         std::lock_guard<std::mutex> lk(mu);
         for (size_t i = 0; i < out_seq.size(); ++i) {
@@ -283,7 +262,7 @@ struct Engine::Impl {
                 ++it;
             }
         }
-        st.kv_blocks_used = cache->blocks_used();
+        st.kv_blocks_used = runner->pages().pages_used();
         st.running = static_cast<int>(running.size());
     }
 
@@ -327,9 +306,9 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
             if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
         if (req.max_tokens < 1) fail("max_tokens must be at least 1");
         const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
-        if (need > impl_->cache->capacity())
+        if (need > impl_->runner->pages().n_cells())
             fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
-                 " tokens, more than the context of ", impl_->cache->capacity(), " tokens");
+                 " tokens, more than the context of ", impl_->runner->pages().n_cells(), " tokens");
         auto s = std::make_unique<Sequence>();
         s->req = std::move(req);
         s->cb = std::move(cb);

@@ -17,11 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include "graph/graph.h"
+#include "placement/placement.h"
 #include "runtime/sampler.h"
 
 namespace glia {
 
 class Model;
+class Backend;
 
 struct EngineOptions {
     int n_ctx = 4096;          // KV-cache capacity in tokens, shared by all sequences
@@ -30,6 +33,9 @@ struct EngineOptions {
     int block_size = 16;       // KV-cache block (page) size in tokens
     int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull)
     int prefill_chunk = 256;   // prompt tokens per sequence per step
+    Placement placement;       // empty: everything on the CPU
+    std::vector<Backend*> devices;  // backends for placement.devices[1..]
+    std::vector<Op> cpu_ops;              // ops forced to the CPU
 };
 
 enum class FinishReason { NONE, STOP, LENGTH, CANCELLED, ERROR };

@@ -1,22 +1,22 @@
-// A session: one sequence being evaluated on a model, with its KV cache and the
-// backend that runs its graphs.
+// A session: one sequence being evaluated on a model, driving a Runner with one slot.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "model/model.h"
-#include "runtime/kv_cache.h"
-#include "runtime/recurrent_state.h"
+#include "runtime/runner.h"
 
 namespace glia {
-namespace cpu { class CpuBackend; }
-class Executor;
 
 struct SessionOptions {
-    int n_ctx = 0;        // 0: the model's training context (at least 512 if unknown)
+    int n_ctx = 0;        // 0: the model's training context (4096 if unknown)
     int n_threads = 0;    // 0: all cores
     int n_batch = 512;    // tokens per forward pass when decoding a long prompt with only last logits
+    Placement placement;  // empty: everything on the CPU
+    std::vector<Backend*> devices;  // backends for placement.devices[1..]
+    std::vector<Op> cpu_ops;        // forced to the CPU
+    bool verbose = false;           // describe the dispatch plans (glia run -v)
 };
 
 class Session {
@@ -34,8 +34,8 @@ public:
     int n_vocab() const { return model_.profile().n_vocab; }
     void reset();
     const Model& model() const { return model_; }
-    Executor& executor() { return *exec_; }
-    // Testing: force the MoE routing (see ForwardInputs::forced_experts).
+    Runner& runner() { return *runner_; }
+    // Testing: force the MoE routing: f(il, pos0, n_tokens) gives [n_tokens][n_used] ids.
     void set_forced_experts(std::function<const int32_t*(int il, int pos0, int n_tokens)> f) { forced_ = std::move(f); }
 
 private:
@@ -44,11 +44,9 @@ private:
     int n_ctx_;
     int n_batch_;
     int n_past_ = 0;
-    std::unique_ptr<KVCache> cache_;
-    std::unique_ptr<RecurrentState> state_;
-    std::unique_ptr<cpu::CpuBackend> cpu_;
-    std::unique_ptr<Executor> exec_;
+    std::unique_ptr<Runner> runner_;
     std::vector<float> logits_;
+    std::vector<int32_t> pos_;
     std::function<const int32_t*(int, int, int)> forced_;
 };
 

@@ -7,8 +7,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/json.h"
-#include "dispatch/executor.h"
-#include "dispatch/layer_compare.h"
+#include "debug/layer_compare.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tokenizer/vocab.h"
@@ -53,7 +52,7 @@ int cmd_dump(const std::vector<std::string>& argv) {
         out = stdout;
     }
     if (!out) fail("cannot write the dump file");
-    s.executor().set_debug(out);
+    s.runner().set_debug(out);
     s.decode(tokens, false);  // like the reference: the last block keeps only the last token
     if (!compare) {
         if (out != stdout) std::fclose(out);

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "dispatch/dispatcher.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,7 +61,13 @@ SamplerParams sampling_params(const Args& a) {
 void add_runtime_options(Args& a) {
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
         .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
-        .opt("-c,--ctx-size", "N", "context size in tokens (0 = the model's)", "0");
+        .opt("-c,--ctx-size", "N", "context size in tokens (0 = the model's)", "0")
+        .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope "
+                                  "(also $GLIA_CPU_OPS; names as in GLIA_PROFILE, lower case)");
+}
+
+std::vector<Op> cpu_ops_option(const Args& a) {
+    return a.has("--cpu-ops") ? parse_cpu_ops(a.str("--cpu-ops")) : std::vector<Op>{};
 }
 
 }  // namespace glia::cli

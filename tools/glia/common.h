@@ -2,8 +2,10 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "args.h"
+#include "graph/graph.h"
 #include "runtime/sampler.h"
 
 namespace glia { class Model; }
@@ -19,7 +21,9 @@ std::string read_file(const std::string& path);
 // Declares and reads the sampling options (--temp, --top-k ...).
 void add_sampling_options(Args& a);
 SamplerParams sampling_params(const Args& a);
-// Declares -t/--threads and -c/--ctx-size.
+// Declares -t/--threads, -c/--ctx-size and --cpu-ops.
 void add_runtime_options(Args& a);
+// The --cpu-ops list (error naming an unknown op).
+std::vector<Op> cpu_ops_option(const Args& a);
 
 }  // namespace glia::cli

@@ -1,9 +1,12 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "quant/quant.h"
 
 namespace glia::cpu {
 
@@ -14,13 +17,97 @@ CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
     fuse_matmul_ = !(f && std::string(f) == "0");
 }
 
-size_t CpuBackend::run_from(const std::vector<Node>& nodes, size_t i) {
-    const Node& n = nodes[i];
+namespace {
+
+bool is(const Tensor* t, DType d) { return t && t->type == d; }
+bool has_dot(const Tensor* w) { return w && quant::supported(w->type) && quant::traits(w->type).vec_dot; }
+
+}  // namespace
+
+// What the kernels handle: activations in F32, ids and positions in I32, KV pages in F16,
+// weights of every type with a dequantizer (row lookups) or a dot product (products).
+bool CpuBackend::supports(const Node& n) const {
+    const auto& s = n.src;
+    switch (n.op) {
+        case Op::GET_ROWS:
+            return s[0] && quant::supported(s[0]->type) && is(s[1], DType::I32);
+        case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32));
+        case Op::ADD: case Op::MUL: return is(s[0], DType::F32) && is(s[1], DType::F32);
+        case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32);
+        case Op::MATMUL: return has_dot(s[0]) && is(s[1], DType::F32);
+        case Op::ROPE:
+            return is(s[0], DType::F32) && is(s[1], DType::I32) &&
+                   (n.p<RopeParams>().type == RopeType::NORMAL || n.p<RopeParams>().type == RopeType::NEOX);
+        case Op::ATTENTION:
+            return is(s[AttnArg::Q], DType::F32) && is(s[AttnArg::K], DType::F32) && is(s[AttnArg::V], DType::F32) &&
+                   is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16);
+        case Op::SWIGLU: case Op::GEGLU: return is(s[0], DType::F32) && is(s[1], DType::F32);
+        case Op::MOE_TOPK: return is(s[0], DType::F32);
+        case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && is(s[1], DType::I32);
+        case Op::MOE_EXPERTS:
+            return is(s[MoeExpertsArg::X], DType::F32) && has_dot(s[MoeExpertsArg::GATE]) &&
+                   has_dot(s[MoeExpertsArg::UP]) && has_dot(s[MoeExpertsArg::DOWN]);
+        case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
+        case Op::COPY: return s[0] && s[0]->type == n.out->type;
+        case Op::NONE: case Op::COUNT: break;
+    }
+    return false;
+}
+
+void* CpuBackend::alloc(size_t bytes, MemoryKind, const std::string&) {
+    HugeBuffer b(std::max<size_t>(bytes, 64));
+    void* p = b.data();
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    mem_.emplace(p, std::move(b));
+    return p;
+}
+
+void CpuBackend::free(void* p) {
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    mem_.erase(p);
+}
+
+void CpuBackend::zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+
+// The CPU reads weights in place; what it derives from them (GEMM panels, packed on first
+// use) is dropped when the last user of the weight releases it.
+void CpuBackend::prepare_weight(const Tensor& w) {
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    ++prepared_[w.data];
+}
+
+void CpuBackend::release_weight(const Tensor& w) {
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    auto it = prepared_.find(w.data);
+    if (it == prepared_.end() || --it->second > 0) return;
+    prepared_.erase(it);
+    if (pack_cache_) pack_cache_->forget(static_cast<const uint8_t*>(w.data));
+}
+
+void copy_strided(const Tensor& src, Tensor& dst) {
+    if (src.type != dst.type) fail("copy: '", src.name, "' is ", dtype_name(src.type), ", '", dst.name, "' ",
+                                   dtype_name(dst.type));
+    for (int d = 0; d < 4; ++d)
+        if (src.ne[d] != dst.ne[d]) fail("copy: shapes ", src.shape_str(), " and ", dst.shape_str(), " differ");
+    if (src.is_contiguous() && dst.is_contiguous()) {
+        std::memcpy(dst.data, src.data, src.nbytes());
+        return;
+    }
+    const size_t row = src.row_size();
+    for (int64_t i3 = 0; i3 < src.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < src.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < src.ne[1]; ++i1) std::memcpy(dst.row(i1, i2, i3), src.row(i1, i2, i3), row);
+}
+
+void CpuBackend::copy(const Tensor& src, Tensor& dst) { copy_strided(src, dst); }
+
+size_t CpuBackend::run_from(const std::vector<const Node*>& nodes, size_t i) {
+    const Node& n = *nodes[i];
     if (fuse_matmul_ && n.op == Op::MATMUL) {
         const Node* group[8] = {&n};
         int m = 1;
-        while (m < 8 && i + m < nodes.size() && matmul_group_fusable(n, nodes[i + m])) {
-            group[m] = &nodes[i + m];
+        while (m < 8 && i + m < nodes.size() && matmul_group_fusable(n, *nodes[i + m])) {
+            group[m] = nodes[i + m];
             ++m;
         }
         if (m > 1) {
@@ -32,8 +119,6 @@ size_t CpuBackend::run_from(const std::vector<Node>& nodes, size_t i) {
     return 1;
 }
 
-bool CpuBackend::supports(const Node& node) const { return node.op != Op::NONE && node.op != Op::COUNT; }
-
 void CpuBackend::run(const Node& n) {
     switch (n.op) {
         case Op::GET_ROWS: op_get_rows(n, pool_); break;
@@ -44,10 +129,59 @@ void CpuBackend::run(const Node& n) {
         case Op::ATTENTION: op_attention(n, pool_); break;
         case Op::SWIGLU: case Op::GEGLU: op_glu(n, pool_); break;
         case Op::SOFTCAP: op_softcap(n, pool_); break;
-        case Op::MOE: op_moe(n, pool_); break;
+        case Op::MOE_TOPK: op_moe_topk(n, pool_); break;
+        case Op::MOE_WEIGHTS: op_moe_weights(n, pool_); break;
+        case Op::MOE_EXPERTS: op_moe_experts(n, pool_); break;
         case Op::SHORTCONV: op_shortconv(n); break;
+        case Op::COPY: copy_strided(*n.src[0], *n.out); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");
     }
 }
 
+namespace {
+
+// The CPU runs a segment's nodes in order; fusion happens inside it (run_from).
+class CpuSegment : public Segment {
+public:
+    CpuSegment(CpuBackend& b, std::vector<const Node*> nodes) : b_(b), nodes_(std::move(nodes)) {}
+    void run(NodeTimer* timer) override {
+        for (size_t i = 0; i < nodes_.size();) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const size_t ran = b_.run_from(nodes_, i);
+            if (timer) {
+                // A fused group's time is shared evenly by its nodes.
+                const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                for (size_t j = i; j < i + ran; ++j) timer->record(*nodes_[j], sec / double(ran));
+            }
+            i += ran;
+        }
+    }
+
+private:
+    CpuBackend& b_;
+    std::vector<const Node*> nodes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Segment> CpuBackend::compile(const std::vector<const Node*>& nodes) {
+    for (const Node* n : nodes)
+        if (!supports(*n)) fail("cpu backend: cannot run ", op_name(n->op), " '", n->out->name, "'");
+    return std::make_unique<CpuSegment>(*this, nodes);
+}
+
 }  // namespace glia::cpu
+
+namespace glia {
+
+const char* memory_kind_name(MemoryKind k) {
+    switch (k) {
+        case MemoryKind::ACTIVATIONS: return "activations";
+        case MemoryKind::STATE: return "state";
+        case MemoryKind::WEIGHTS: return "weights";
+        case MemoryKind::STAGING: return "staging";
+    }
+    return "?";
+}
+
+}  // namespace glia

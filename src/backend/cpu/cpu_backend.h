@@ -1,11 +1,17 @@
-// The CPU backend: reference kernels for every op, multi-threaded over rows.
+// The CPU backend: reference kernels for every op, multi-threaded over rows. One for the
+// process (see backend/registry.h); its memory is host memory, so it reads weights in
+// place from the mapped file and inputs where the runtime wrote them.
 #pragma once
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/threadpool.h"
+#include "core/huge_buffer.h"
 
 namespace glia::cpu {
 
@@ -15,11 +21,24 @@ public:
     // weight that takes the packed path; see PackCache.
     explicit CpuBackend(int n_threads);
     const char* name() const override { return "cpu"; }
+    Device device() const override { return Device::CPU; }
     bool supports(const Node& node) const override;
-    void run(const Node& node) override;
-    // Fuses consecutive decode-sized matrix products of one input (GLIA_FUSE_MATMUL=0: off).
-    size_t run_from(const std::vector<Node>& nodes, size_t i) override;
+    void* alloc(size_t bytes, MemoryKind kind, const std::string& purpose) override;
+    void free(void* p) override;
+    void zero(void* p, size_t bytes) override;
+    void prepare_weight(const Tensor& w) override;
+    void release_weight(const Tensor& w) override;
+    void copy(const Tensor& src, Tensor& dst) override;
+    std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override;
+
+    // Runs one node (tests, the op harness).
+    void run(const Node& node);
+    // Runs nodes[i] and, where fusing pays (several decode-sized matrix products of one
+    // input, GLIA_FUSE_MATMUL=0: off), some nodes right after it; returns how many ran.
+    size_t run_from(const std::vector<const Node*>& nodes, size_t i);
+
     ThreadPool& pool() { return pool_; }
+    int n_threads() const { return pool_.size(); }
     size_t packed_bytes() const { return pack_cache_ ? pack_cache_->bytes() : 0; }
 
 private:
@@ -27,6 +46,9 @@ private:
     std::vector<uint8_t> scratch_;  // quantized activations for MATMUL
     std::unique_ptr<PackCache> pack_cache_;
     bool fuse_matmul_ = true;
+    std::mutex mem_mu_;
+    std::map<void*, HugeBuffer> mem_;
+    std::map<const void*, int> prepared_;  // weight data -> prepare count
 };
 
 // Runs fn(row_begin, row_end) over `rows` rows of `row_elems` values each: split across
@@ -38,7 +60,11 @@ void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elems, F&& fn) {
     else pool.parallel_for(rows, fn);
 }
 
-// Op kernels (one file each); `pool` parallelises over rows.
+// Copies the elements of src into dst (same type and shape, any strides), host memory.
+void copy_strided(const Tensor& src, Tensor& dst);
+
+// Op kernels (one file each); `pool` parallelises over rows. Inputs are valid (checked
+// where they are made: token ids, positions, slots, expert ids).
 void op_get_rows(const Node& n, ThreadPool& pool);
 void op_rms_norm(const Node& n, ThreadPool& pool);
 void op_binary(const Node& n, ThreadPool& pool);  // ADD, MUL, SCALE
@@ -51,7 +77,9 @@ void op_rope(const Node& n, ThreadPool& pool);
 void op_attention(const Node& n, ThreadPool& pool);
 void op_glu(const Node& n, ThreadPool& pool);  // SWIGLU, GEGLU
 void op_softcap(const Node& n, ThreadPool& pool);
-void op_moe(const Node& n, ThreadPool& pool);
+void op_moe_topk(const Node& n, ThreadPool& pool);
+void op_moe_weights(const Node& n, ThreadPool& pool);
+void op_moe_experts(const Node& n, ThreadPool& pool);
 void op_shortconv(const Node& n);
 
 }  // namespace glia::cpu

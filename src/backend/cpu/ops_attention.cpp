@@ -1,7 +1,8 @@
-// ATTENTION: writes this batch's K and V into the F16 cache, then for every query
-// token and head computes softmax(scale * q.k) over the cached positions it may see
-// (causal, optionally a sliding window) and the weighted sum of V. Tokens of several
-// sequences may share a batch: each attends only to its own sequence's cache.
+// ATTENTION: writes this batch's K and V into the layer's F16 pages (the cells the runtime
+// chose), then for every query token and head computes softmax(scale * q.k) over the
+// cached positions it may see (causal, optionally a sliding window) and the weighted sum
+// of V. Tokens of several sequences may share a batch: each attends only to its own
+// sequence's pages, found through the page table operand.
 // Numerics follow the reference: q rounded to f16 for q.k, probabilities rounded to
 // f16 for the product with V (kernels in simd/attention.h).
 #include <algorithm>
@@ -13,93 +14,116 @@
 #include "backend/cpu/simd/vecmath.h"
 #include "core/error.h"
 #include "core/f16.h"
-#include "runtime/kv_cache.h"
 
 namespace glia::cpu {
 
-void op_attention(const Node& n, ThreadPool& pool) {
-    const Tensor& q = *n.src[0];
-    const Tensor& k = *n.src[1];
-    const Tensor& v = *n.src[2];
-    const int32_t* pos = n.src[3]->ptr<int32_t>();
-    const int32_t* seq = n.extra ? n.extra->ptr<int32_t>() : nullptr;
-    KVCache& cache = *n.cache;
-    const AttnParams& ap = n.attn;
-    const int il = ap.layer;
-    const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
-    const int64_t n_kv = k.ne[1], hd_v = v.ne[0];
-    const int64_t group = n_head / n_kv;
-    if (cache.k_dim(il) != hd * n_kv || cache.v_dim(il) != hd_v * n_kv)
-        fail("attention layer ", il, ": cache row sizes do not match k/v");
-    auto seq_of = [&](int64_t t) { return seq ? seq[t] : 0; };
+namespace {
 
-    // Store this batch's K and V (rows converted to f16 in parallel).
+// Queries are processed in tiles: up to kTileTokens tokens of one sequence times the
+// `group` query heads that share a KV head, so each key and value row is read once per
+// tile. Within a tile each query sees only its own causal (and window) range.
+constexpr int64_t kTileTokens = 16;
+constexpr int kTileMinQueries = 8;  // smaller tiles (decode) take the per-query kernels
+
+// One sequence of the batch: its tokens (indices into the batch, in order), the cache rows
+// it may see (one pointer per position, through its page table) and its first tile.
+struct SeqInfo { int seq; int64_t tok0, n_tok; size_t row0; int64_t tile0; };
+
+// The batch grouped by sequence, with row pointers and one job list (sequence tile x KV
+// head range) for a single pass over the pool. Kept from call to call per thread (no
+// allocation per step); the workers read the calling thread's through references.
+struct AttnPlan {
+    std::vector<SeqInfo> seqs;
+    std::vector<const uint16_t*> krows, vrows;
+    std::vector<int64_t> toks;
+    std::vector<int> seq_of_tile;
+};
+
+// Stores this batch's K and V rows (converted to f16, in parallel) into their cells.
+void store_kv(const Node& n, ThreadPool& pool) {
+    const Tensor& k = *n.src[AttnArg::K];
+    const Tensor& v = *n.src[AttnArg::V];
+    Tensor& kc = *n.src[AttnArg::K_CACHE];
+    Tensor& vc = *n.src[AttnArg::V_CACHE];
+    const int32_t* cells = n.src[AttnArg::CELLS]->ptr<int32_t>();
+    const int64_t T = k.ne[2], n_kv = k.ne[1], hd = k.ne[0], hd_v = v.ne[0];
     const simd::VecMath& vm = simd::vec_math();
-    for (int64_t t = 0; t < T; ++t) {
-        const int s = seq_of(t);
-        if (s < 0 || s >= cache.n_seq()) fail("sequence id ", s, " outside the cache's ", cache.n_seq(), " slots");
-        if (pos[t] < 0 || pos[t] >= cache.capacity(s))
-            fail("position ", pos[t], " of sequence ", s, " is outside its reserved ", cache.capacity(s), " cache cells");
-    }
     for_rows(pool, T, n_kv * (hd + hd_v), [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-            const int s = seq_of(t);
+            uint16_t* kr = reinterpret_cast<uint16_t*>(kc.row(cells[t]));
+            uint16_t* vr = reinterpret_cast<uint16_t*>(vc.row(cells[t]));
             for (int64_t h = 0; h < n_kv; ++h) {
-                vm.to_f16(reinterpret_cast<const float*>(k.row(h, t)), cache.k_row(il, s, pos[t]) + h * hd, hd);
-                vm.to_f16(reinterpret_cast<const float*>(v.row(h, t)), cache.v_row(il, s, pos[t]) + h * hd_v, hd_v);
+                vm.to_f16(reinterpret_cast<const float*>(k.row(h, t)), kr + h * hd, hd);
+                vm.to_f16(reinterpret_cast<const float*>(v.row(h, t)), vr + h * hd_v, hd_v);
             }
         }
     });
+}
 
-    // Queries are processed in tiles: up to kTileTokens tokens of one sequence times the
-    // `group` query heads that share a KV head, so each key and value row is read once
-    // per tile. Within a tile each query sees only its own causal (and window) range.
-    constexpr int64_t kTileTokens = 16;
-    constexpr int kTileMinQueries = 8;  // smaller tiles (decode) take the per-query kernels
-    const simd::AttnKernels& kern = simd::attn_kernels();
-    Tensor& out = *n.out;
-    // Per sequence of the batch: its tokens (in batch order) and the cache rows it may
-    // see; then one job list (sequence tile x KV head) for a single pass over the pool, so
-    // a batch of many single-token sequences costs one dispatch, not one per sequence.
-    // Buffers are kept from call to call (no allocation per step); the workers use the
-    // calling thread's buffers through these references (a thread_local named inside the
-    // lambda would be the worker's own, empty one).
-    struct SeqInfo { int seq; int64_t tok0, n_tok; size_t row0; int64_t tile0; };
-    thread_local std::vector<SeqInfo> seqs_tl;
-    thread_local std::vector<const uint16_t*> krows_tl, vrows_tl;
-    thread_local std::vector<int64_t> toks_tl;
-    thread_local std::vector<int> seq_of_tile_tl;
-    std::vector<SeqInfo>& seqs = seqs_tl;
-    std::vector<const uint16_t*>& krows = krows_tl;
-    std::vector<const uint16_t*>& vrows = vrows_tl;
-    std::vector<int64_t>& toks = toks_tl;
-    std::vector<int>& seq_of_tile = seq_of_tile_tl;
-    seqs.clear();
-    toks.clear();
-    krows.clear();
-    vrows.clear();
-    seq_of_tile.clear();
+// Groups the batch's tokens by sequence and collects each sequence's visible rows.
+void plan_batch(const Node& n, AttnPlan& pl) {
+    const int32_t* pos = n.src[AttnArg::POS]->ptr<int32_t>();
+    const int32_t* seq = n.src[AttnArg::SEQ]->ptr<int32_t>();
+    const Tensor& kc = *n.src[AttnArg::K_CACHE];
+    const Tensor& vc = *n.src[AttnArg::V_CACHE];
+    const Tensor& pages = *n.src[AttnArg::PAGES];
+    const int bs = n.p<AttnParams>().block_size;
+    const int64_t T = n.src[AttnArg::Q]->ne[2];
+    pl.seqs.clear();
+    pl.toks.clear();
+    pl.krows.clear();
+    pl.vrows.clear();
+    pl.seq_of_tile.clear();
     for (int64_t t = 0; t < T; ++t) {
-        const int s = seq_of(t);
+        const int s = seq[t];
         bool seen = false;
-        for (const SeqInfo& si : seqs) seen |= si.seq == s;
+        for (const SeqInfo& si : pl.seqs) seen |= si.seq == s;
         if (seen) continue;
-        SeqInfo si{s, static_cast<int64_t>(toks.size()), 0, krows.size(), static_cast<int64_t>(seq_of_tile.size())};
+        SeqInfo si{s, static_cast<int64_t>(pl.toks.size()), 0, pl.krows.size(),
+                    static_cast<int64_t>(pl.seq_of_tile.size())};
         int max_pos = 0;
         for (int64_t u = t; u < T; ++u)
-            if (seq_of(u) == s) {
-                toks.push_back(u);
+            if (seq[u] == s) {
+                pl.toks.push_back(u);
                 max_pos = std::max(max_pos, pos[u]);
             }
-        si.n_tok = static_cast<int64_t>(toks.size()) - si.tok0;
+        si.n_tok = static_cast<int64_t>(pl.toks.size()) - si.tok0;
+        const int32_t* table = reinterpret_cast<const int32_t*>(pages.row(s));
         for (int c = 0; c <= max_pos; ++c) {
-            krows.push_back(cache.k_row(il, s, c));
-            vrows.push_back(cache.v_row(il, s, c));
+            const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
+            pl.krows.push_back(reinterpret_cast<const uint16_t*>(kc.row(cell)));
+            pl.vrows.push_back(reinterpret_cast<const uint16_t*>(vc.row(cell)));
         }
         const int64_t n_tiles = (si.n_tok + kTileTokens - 1) / kTileTokens;
-        for (int64_t i = 0; i < n_tiles; ++i) seq_of_tile.push_back(static_cast<int>(seqs.size()));
-        seqs.push_back(si);
+        for (int64_t i = 0; i < n_tiles; ++i) pl.seq_of_tile.push_back(static_cast<int>(pl.seqs.size()));
+        pl.seqs.push_back(si);
     }
+}
+
+}  // namespace
+
+void op_attention(const Node& n, ThreadPool& pool) {
+    const Tensor& q = *n.src[AttnArg::Q];
+    const Tensor& k = *n.src[AttnArg::K];
+    const Tensor& v = *n.src[AttnArg::V];
+    const int32_t* pos = n.src[AttnArg::POS]->ptr<int32_t>();
+    const AttnParams& ap = n.p<AttnParams>();
+    const int64_t hd = q.ne[0];
+    const int64_t n_kv = k.ne[1], hd_v = v.ne[0];
+    const int64_t group = q.ne[1] / n_kv;
+    const simd::VecMath& vm = simd::vec_math();
+    store_kv(n, pool);
+
+    thread_local AttnPlan plan_tl;
+    AttnPlan& pl = plan_tl;
+    plan_batch(n, pl);
+    const std::vector<SeqInfo>& seqs = pl.seqs;
+    const std::vector<const uint16_t*>& krows = pl.krows;
+    const std::vector<const uint16_t*>& vrows = pl.vrows;
+    const std::vector<int64_t>& toks = pl.toks;
+    const std::vector<int>& seq_of_tile = pl.seq_of_tile;
+    const simd::AttnKernels& kern = simd::attn_kernels();
+    Tensor& out = *n.out;
     const int64_t n_gtiles = static_cast<int64_t>(seq_of_tile.size());
     // Prefill tiles: one job per (tile, KV head). Decode-sized tiles: one job per (tile,
     // range of KV heads), cells outermost, so every cache row (all heads) is streamed once

@@ -3,8 +3,6 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/recurrent_state.h"
-
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/simd/vecmath.h"
 #include "core/error.h"
@@ -18,9 +16,6 @@ void op_get_rows(const Node& n, ThreadPool& pool) {
     const Tensor& ids = *n.src[1];
     Tensor& out = *n.out;
     const int32_t* id = ids.ptr<int32_t>();
-    for (int64_t t = 0; t < ids.ne[0]; ++t)
-        if (id[t] < 0 || id[t] >= table.ne[1])
-            fail("token id ", id[t], " out of range for '", table.name, "' with ", table.ne[1], " rows");
     for_rows(pool, ids.ne[0], table.ne[0], [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
             quant::dequantize_row(table.type, table.row(id[t]), reinterpret_cast<float*>(out.row(t)), table.ne[0]);
@@ -32,7 +27,7 @@ void op_rms_norm(const Node& n, ThreadPool& pool) {
     const Tensor* w = n.src[1];
     Tensor& out = *n.out;
     const int64_t ne0 = x.ne[0];
-    const float eps = n.f0;
+    const float eps = n.p<NormParams>().eps;
     const int64_t rows = x.n_rows();
     const simd::VecMath& vm = simd::vec_math();
     for_rows(pool, rows, ne0, [&](int64_t r0, int64_t r1) {
@@ -51,11 +46,12 @@ void op_binary(const Node& n, ThreadPool& pool) {
     Tensor& out = *n.out;
     const int64_t ne0 = a.ne[0], rows = a.n_rows();
     if (n.op == Op::SCALE) {
+        const float sc = n.p<ScaleParams>().s;
         for_rows(pool, rows, ne0, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
                 const float* ar = reinterpret_cast<const float*>(a.row(r));
                 float* yr = reinterpret_cast<float*>(out.row(r));
-                for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * n.f0;
+                for (int64_t i = 0; i < ne0; ++i) yr[i] = ar[i] * sc;
             }
         });
         return;
@@ -119,7 +115,7 @@ void op_glu(const Node& n, ThreadPool& pool) {
 
 void op_softcap(const Node& n, ThreadPool& pool) {
     const Tensor& x = *n.src[0];
-    const float cap = n.f0, inv = 1.0f / n.f0;
+    const float cap = n.p<SoftcapParams>().cap, inv = 1.0f / cap;
     for_rows(pool, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float* xr = reinterpret_cast<const float*>(x.row(r));
@@ -130,18 +126,18 @@ void op_softcap(const Node& n, ThreadPool& pool) {
 }
 
 void op_shortconv(const Node& n) {
-    const Tensor& bx = *n.src[0];
-    const Tensor& w = *n.src[1];
-    const int32_t* seq = n.src[2] ? n.src[2]->ptr<int32_t>() : nullptr;
+    const Tensor& bx = *n.src[ShortconvArg::X];
+    const Tensor& w = *n.src[ShortconvArg::KERNEL];
+    Tensor& st = *n.src[ShortconvArg::STATE];
+    const int32_t* seq = n.src[ShortconvArg::SEQ]->ptr<int32_t>();
     const int64_t C = bx.ne[0], T = bx.ne[1], L = w.ne[0];
-    if (n.state->size(n.i0) != static_cast<size_t>((L - 1) * C))
-        fail("shortconv layer ", n.i0, ": state holds ", n.state->size(n.i0), " values, expected ", (L - 1) * C);
     const float* wp = w.ptr<float>();
-    // Tokens in batch order; each sequence's history is its state, a sliding window of
-    // the last L-1 inputs (oldest first), shifted as tokens arrive.
+    // Tokens in batch order; each sequence's history is its state (column `slot` of the
+    // state tensor), a sliding window of the last L-1 inputs (oldest first), shifted as
+    // tokens arrive.
     std::vector<float> window(L * C);
     for (int64_t t = 0; t < T; ++t) {
-        float* state = n.state->layer(n.i0, seq ? seq[t] : 0);
+        float* state = reinterpret_cast<float*>(st.row(seq[t]));
         const float* x = reinterpret_cast<const float*>(bx.row(t));
         std::copy(state, state + (L - 1) * C, window.begin());
         std::copy(x, x + C, window.begin() + (L - 1) * C);

@@ -115,6 +115,14 @@ const uint8_t* PackCache::get(const simd::Gemm& g, const uint8_t* w, size_t w_st
     return panels_.emplace(w, std::move(buf)).first->second.data();
 }
 
+void PackCache::forget(const uint8_t* w) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = panels_.find(w);
+    if (it == panels_.end()) return;
+    bytes_ -= it->second.size();
+    panels_.erase(it);
+}
+
 size_t PackCache::bytes() const {
     std::lock_guard<std::mutex> lk(mu_);
     return bytes_;

@@ -1,7 +1,10 @@
-// MOE: a mixture-of-experts SwiGLU FFN over stacked expert tensors [E, F, n_expert].
-// Per token: router logits (F32), softmax, top-k experts (highest probability first,
-// ties to the lower id), optional renormalisation of their weights, then the weighted
-// sum of the selected experts' outputs, added in selection order as the reference does.
+// Mixture of experts, in three ops so that the routing and the expert products can run on
+// different devices (--cpu-moe keeps only the expert products in host memory):
+//   MOE_TOPK     router logits -> the n_used experts of highest softmax probability
+//                (highest first, ties to the lower id)
+//   MOE_WEIGHTS  their probabilities, optionally renormalised to sum to one
+//   MOE_EXPERTS  the weighted sum of the selected SwiGLU experts over stacked expert
+//                tensors [E, F, n_expert], added in selection order as the reference does.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -21,65 +24,83 @@ void expert_matvec(const Tensor& w, int64_t e, const uint8_t* act, float* y) {
     for (int64_t r = 0; r < w.ne[1]; ++r) tr.vec_dot(w.ne[0], &y[r], w.row(r, e), act);
 }
 
-std::vector<uint8_t> quantize_for(const Tensor& w, const float* x, int64_t n) {
+void quantize_for(const Tensor& w, const float* x, int64_t n, std::vector<uint8_t>& q) {
     const quant::TypeTraits& tr = quant::traits(w.type);
-    std::vector<uint8_t> q(row_bytes(tr.vec_dot_type, n));
+    q.resize(row_bytes(tr.vec_dot_type, n));
     quant::quantize_act_row(tr.vec_dot_type, x, q.data(), n);
-    return q;
+}
+
+// Softmax of one token's router logits (max subtracted, double sum, as before the split).
+void softmax_row(const float* l, int64_t n, float* p) {
+    const float mx = *std::max_element(l, l + n);
+    double sum = 0;
+    for (int64_t e = 0; e < n; ++e) sum += (p[e] = std::exp(l[e] - mx));
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < n; ++e) p[e] *= inv;
 }
 
 }  // namespace
 
-void op_moe(const Node& n, ThreadPool& pool) {
-    const Tensor& x = *n.src[0];
-    const Tensor& router = *n.src[1];
-    const Tensor& gate = *n.src[2];
-    const Tensor& up = *n.src[3];
-    const Tensor& down = *n.extra;
-    const int64_t E = x.ne[0], T = x.ne[1], n_exp = router.ne[1], F = gate.ne[1];
-    const int k = n.i0;
-    for (const Tensor* w : {&gate, &up, &down})
-        if (!quant::traits(w->type).vec_dot) fail("moe: no dot product for ", dtype_name(w->type));
+void op_moe_topk(const Node& n, ThreadPool& pool) {
+    const Tensor& logits = *n.src[MoeTopkArg::LOGITS];
+    const int64_t n_exp = logits.ne[0], T = logits.ne[1];
+    const int k = n.p<MoeParams>().n_used;
+    for_rows(pool, T, n_exp * 8, [&](int64_t t0, int64_t t1) {
+        std::vector<float> p(n_exp);
+        std::vector<int32_t> sel(n_exp);
+        for (int64_t t = t0; t < t1; ++t) {
+            softmax_row(reinterpret_cast<const float*>(logits.row(t)), n_exp, p.data());
+            std::iota(sel.begin(), sel.end(), 0);
+            std::partial_sort(sel.begin(), sel.begin() + k, sel.end(),
+                              [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+            std::copy(sel.begin(), sel.begin() + k, reinterpret_cast<int32_t*>(n.out->row(t)));
+        }
+    });
+}
 
+void op_moe_weights(const Node& n, ThreadPool& pool) {
+    const Tensor& logits = *n.src[MoeWeightsArg::LOGITS];
+    const Tensor& ids = *n.src[MoeWeightsArg::IDS];
+    const int64_t n_exp = logits.ne[0], T = logits.ne[1];
+    const MoeParams& mp = n.p<MoeParams>();
+    for_rows(pool, T, n_exp * 8, [&](int64_t t0, int64_t t1) {
+        std::vector<float> p(n_exp);
+        for (int64_t t = t0; t < t1; ++t) {
+            softmax_row(reinterpret_cast<const float*>(logits.row(t)), n_exp, p.data());
+            const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t));
+            float* w = reinterpret_cast<float*>(n.out->row(t));
+            float wsum = 0;
+            for (int i = 0; i < mp.n_used; ++i) wsum += (w[i] = p[sel[i]]);
+            if (mp.norm_weights)
+                for (int i = 0; i < mp.n_used; ++i) w[i] /= wsum;
+        }
+    });
+}
+
+void op_moe_experts(const Node& n, ThreadPool& pool) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const Tensor& ids = *n.src[MoeExpertsArg::IDS];
+    const Tensor& weights = *n.src[MoeExpertsArg::WEIGHTS];
+    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
+    const int k = n.p<MoeParams>().n_used;
     pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
-        std::vector<float> logits(n_exp), g(F), u(F), h(F), o(E);
-        const quant::TypeTraits& rtr = quant::traits(router.type);
+        std::vector<float> g(F), u(F), h(F), o(E);
+        std::vector<uint8_t> xg, xu, hq;
         for (int64_t t = t0; t < t1; ++t) {
             const float* xt = reinterpret_cast<const float*>(x.row(t));
-            // Router probabilities.
-            std::vector<uint8_t> xr = quantize_for(router, xt, E);
-            for (int64_t e = 0; e < n_exp; ++e) rtr.vec_dot(E, &logits[e], router.row(e), xr.data());
-            const float mx = *std::max_element(logits.begin(), logits.end());
-            double sum = 0;
-            for (auto& l : logits) sum += (l = std::exp(l - mx));
-            const float inv = static_cast<float>(1.0 / sum);
-            for (auto& l : logits) l *= inv;
-            // Top-k selection.
-            std::vector<int32_t> sel(n_exp);
-            std::iota(sel.begin(), sel.end(), 0);
-            if (n.forced) {
-                sel.assign(n.forced + t * k, n.forced + (t + 1) * k);
-                for (int32_t e : sel)
-                    if (e < 0 || e >= n_exp) fail("moe: forced expert id ", e, " out of range");
-            } else {
-                std::partial_sort(sel.begin(), sel.begin() + k, sel.end(), [&](int32_t a, int32_t b) {
-                    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                });
-                sel.resize(k);
-            }
-            std::vector<float> wsel(k);
-            float wsum = 0;
-            for (int i = 0; i < k; ++i) wsum += (wsel[i] = logits[sel[i]]);
-            if (n.b0)
-                for (auto& w : wsel) w /= wsum;
-            // Experts.
+            const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t));
+            const float* wsel = reinterpret_cast<const float*>(weights.row(t));
             float* y = reinterpret_cast<float*>(n.out->row(t));
-            std::vector<uint8_t> xg = quantize_for(gate, xt, E), xu = quantize_for(up, xt, E);
+            quantize_for(gate, xt, E, xg);
+            quantize_for(up, xt, E, xu);
             for (int i = 0; i < k; ++i) {
                 expert_matvec(gate, sel[i], xg.data(), g.data());
                 expert_matvec(up, sel[i], xu.data(), u.data());
                 for (int64_t j = 0; j < F; ++j) h[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
-                std::vector<uint8_t> hq = quantize_for(down, h.data(), F);
+                quantize_for(down, h.data(), F, hq);
                 expert_matvec(down, sel[i], hq.data(), o.data());
                 for (int64_t j = 0; j < E; ++j) y[j] = i == 0 ? o[j] * wsel[i] : y[j] + o[j] * wsel[i];
             }

@@ -11,7 +11,7 @@ void op_rope(const Node& n, ThreadPool& pool) {
     const Tensor& x = *n.src[0];
     const int32_t* pos = n.src[1]->ptr<int32_t>();
     Tensor& out = *n.out;
-    const RopeParams& p = n.rope;
+    const RopeParams& p = n.p<RopeParams>();
     const int64_t hd = x.ne[0], n_head = x.ne[1], T = x.ne[2];
     const int nd = p.n_dims;
     const float theta_scale = std::pow(p.freq_base, -2.0f / float(nd));

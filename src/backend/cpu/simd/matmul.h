@@ -43,6 +43,8 @@ public:
     const uint8_t* get(const simd::Gemm& g, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                        ThreadPool& pool);
     size_t bytes() const;
+    // Drops the panels of weight data `w` (the weight is going away).
+    void forget(const uint8_t* w);
 
 private:
     mutable std::mutex mu_;

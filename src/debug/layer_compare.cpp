@@ -1,4 +1,4 @@
-#include "dispatch/layer_compare.h"
+#include "debug/layer_compare.h"
 
 #include <cctype>
 #include <cmath>

@@ -1,53 +1,10 @@
-#include "dispatch/executor.h"
+#include "debug/dump.h"
 
-#include <chrono>
-#include <cstdlib>
+#include <string>
 
-#include "core/error.h"
 #include "core/f16.h"
 
 namespace glia {
-
-Executor::Executor(Backend& cpu) : cpu_(cpu) {
-    if (const char* e = std::getenv("GLIA_DEBUG_LAYERS"); e && *e && *e != '0') debug_ = stderr;
-    if (const char* e = std::getenv("GLIA_PROFILE"); e && *e && *e != '0') profile_ = true;
-}
-
-Executor::~Executor() {
-    if (profile_ && !stats_.empty()) print_profile(stderr);
-}
-
-void Executor::run(Graph& g) {
-    g.plan(arena_);
-    const std::vector<Node>& nodes = g.nodes();
-    for (const Node& n : nodes)
-        if (!cpu_.supports(n)) fail("no backend supports op ", op_name(n.op));
-    for (size_t i = 0; i < nodes.size();) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const size_t ran = cpu_.run_from(nodes, i);
-        if (profile_) {
-            // A fused group's time is shared evenly by its nodes.
-            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            for (size_t j = i; j < i + ran; ++j) {
-                Stat& s = stats_[op_name(nodes[j].op)];
-                s.seconds += sec / double(ran);
-                ++s.calls;
-            }
-        }
-        if (debug_)
-            for (size_t j = i; j < i + ran; ++j) dump_tensor(debug_, nodes[j]);
-        i += ran;
-    }
-}
-
-void Executor::print_profile(FILE* out) const {
-    double total = 0;
-    for (const auto& [k, s] : stats_) total += s.seconds;
-    std::fprintf(out, "%-12s %8s %10s %6s\n", "op", "calls", "ms", "%");
-    for (const auto& [k, s] : stats_)
-        std::fprintf(out, "%-12s %8ld %10.2f %6.1f\n", k.c_str(), s.calls, s.seconds * 1e3,
-                     total > 0 ? 100 * s.seconds / total : 0.0);
-}
 
 static float value_at(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const uint8_t* p = static_cast<const uint8_t*>(t.data) + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];

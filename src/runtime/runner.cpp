@@ -1,0 +1,277 @@
+#include "runtime/runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/registry.h"
+#include "core/error.h"
+#include "tokenizer/vocab.h"
+
+namespace glia {
+
+struct Runner::StepGraph {
+    Graph g;
+    ForwardInputs fin;
+    std::vector<Tensor*> forced;  // per layer (nullptr: no MoE there)
+    std::unique_ptr<DispatchPlan> plan;
+    uint64_t last_use = 0;
+};
+
+namespace {
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// The device of a weight by its tensor name, from the placement.
+int weight_device(const Placement& pl, const std::string& name) {
+    if (starts_with(name, "blk.")) {
+        const int il = std::atoi(name.c_str() + 4);
+        if (pl.experts_on_host && name.find("_exps.") != std::string::npos) return 0;
+        return il >= 0 && il < static_cast<int>(pl.layer.size()) ? pl.layer[il] : 0;
+    }
+    if (starts_with(name, "token_embd")) return pl.embeddings;
+    if (starts_with(name, "output")) return pl.output;
+    return pl.embeddings;
+}
+
+}  // namespace
+
+Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std::move(opt)) {
+    const ModelProfile& p = model.profile();
+    if (opt_.placement.devices.empty()) {
+        opt_.placement.devices = {DeviceSpec{Device::CPU, 0, "cpu", 0}};
+        opt_.placement.layer.assign(p.n_layer, 0);
+        opt_.placement.embeddings = opt_.placement.output = 0;
+    }
+    Placement& pl = opt_.placement;
+    if (static_cast<int>(pl.layer.size()) != p.n_layer)
+        fail("placement has ", pl.layer.size(), " layers, the model ", p.n_layer);
+    backends_.push_back(&cpu_backend(opt_.n_threads));
+    for (Backend* b : opt_.devices) backends_.push_back(b);
+    if (pl.devices.size() != backends_.size())
+        fail("placement names ", pl.devices.size(), " devices but ", backends_.size(), " backends are available",
+             pl.devices.size() > backends_.size() ? " (this build has no backend for the accelerator)" : "");
+    const int n_ctx = opt_.n_ctx > 0 ? opt_.n_ctx : (p.n_ctx_train > 0 ? p.n_ctx_train : 4096);
+    if (opt_.n_slots <= 0) fail("the number of sequences must be at least 1");
+    pages_ = std::make_unique<PageTable>(n_ctx, opt_.block_size, opt_.n_slots);
+    pl.n_ctx = pages_->n_cells();
+    pl.n_seq = opt_.n_slots;
+
+    // Weights: the CPU reads every one in place (and is the fallback for any op); devices
+    // prepare those the placement gives them.
+    const WeightSet& ws = model.weights();
+    for (const Tensor& w : ws.all()) {
+        const int d = weight_device(pl, w.name);
+        weight_dev_[&w] = d;
+        backends_[0]->prepare_weight(w);
+        prepared_.emplace_back(0, &w);
+        if (d != 0) {
+            backends_[d]->prepare_weight(w);
+            prepared_.emplace_back(d, &w);
+        }
+    }
+    for (const Tensor& w : ws.all())
+        if (w.name == "output.weight") output_weight_ = &w;
+    if (!output_weight_)
+        for (const Tensor& w : ws.all())
+            if (w.name == "token_embd.weight") output_weight_ = &w;
+    if (output_weight_ && pl.output != 0 && weight_dev_.at(output_weight_) != pl.output) {
+        // Tied embeddings: the head's matrix is also needed where the head runs.
+        backends_[pl.output]->prepare_weight(*output_weight_);
+        prepared_.emplace_back(pl.output, output_weight_);
+    }
+
+    std::vector<Op> forced = cpu_ops_from_env();
+    forced.insert(forced.end(), opt_.cpu_ops.begin(), opt_.cpu_ops.end());
+    opt_.cpu_ops = forced;
+    DispatchOptions dopt;
+    dopt.cpu_ops = forced;
+    dopt.verbose = opt_.verbose;
+    dispatcher_ = std::make_unique<Dispatcher>(
+        backends_, [this](const Tensor& t, const Node& n) { return tensor_device(t, n); }, dopt);
+    place_state();
+}
+
+Runner::~Runner() {
+    plans_.clear();
+    dispatcher_.reset();
+    for (auto& [d, w] : prepared_) backends_[d]->release_weight(*w);
+    for (auto& [d, mem] : state_mem_) backends_[d]->free(mem);
+}
+
+int Runner::tensor_device(const Tensor& t, const Node& n) const {
+    const Tensor* r = t.root();
+    if (r->role == TensorRole::WEIGHT) {
+        if (r == output_weight_ && n.op == Op::MATMUL) return opt_.placement.output;
+        auto it = weight_dev_.find(r);
+        return it == weight_dev_.end() ? 0 : it->second;
+    }
+    if (r->role == TensorRole::STATE)
+        for (size_t il = 0; il < state_.size(); ++il)
+            if (r == state_[il].k || r == state_[il].v || r == state_[il].conv) return state_dev_[il];
+    return 0;
+}
+
+// Each layer's state lives on the device that runs the layer, unless that device cannot
+// run the layer's stateful op (or the op is forced to the CPU): then on the CPU, and the
+// op runs there. Decided once, from a one-token graph, before any memory is allocated.
+void Runner::place_state() {
+    const ModelProfile& p = model_.profile();
+    const int n_cells = pages_->n_cells(), n_slots = pages_->n_slots();
+    state_.assign(p.n_layer, {});
+    state_dev_.assign(p.n_layer, -1);
+    auto state_tensor = [&](DType type, int64_t ne0, int64_t ne1, const std::string& name) {
+        Tensor t = Tensor::make(type, ne0, ne1);
+        t.role = TensorRole::STATE;
+        t.name = name;
+        state_tensors_.push_back(std::move(t));
+        return &state_tensors_.back();
+    };
+    for (int il = 0; il < p.n_layer; ++il) {
+        const std::string blk = "blk." + std::to_string(il);
+        if (p.n_head_kv[il] > 0) {
+            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_k, n_cells, blk + ".k_pages");
+            state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_v, n_cells, blk + ".v_pages");
+        } else if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
+            state_[il].conv =
+                state_tensor(DType::F32, int64_t(p.shortconv_l_cache - 1) * p.n_embd, n_slots, blk + ".conv_state");
+        }
+    }
+    // Probe: which device can run each layer's stateful op.
+    StepGraph probe;
+    {
+        ForwardInputs& f = probe.fin;
+        f.tokens = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_tokens");
+        f.pos = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_pos");
+        f.seq = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_seq");
+        f.cells = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_cells");
+        f.pages = &pages_->tensor();
+        f.block_size = pages_->block_size();
+        f.state = &state_;
+        model_.forward(probe.g, f);
+    }
+    for (const Node& n : probe.g.nodes()) {
+        if (!n.writes || n.layer < 0) continue;
+        int d = opt_.placement.layer[n.layer];
+        if (d != 0 && (dispatcher_->forced_cpu(n.op) || !backends_[d]->supports(n))) d = 0;
+        state_dev_[n.layer] = d;
+    }
+    for (int il = 0; il < p.n_layer; ++il) {
+        for (Tensor* t : {state_[il].k, state_[il].v, state_[il].conv}) {
+            if (!t) continue;
+            const int d = std::max(0, state_dev_[il]);
+            state_dev_[il] = d;
+            const size_t bytes = t->nbytes();
+            void* mem = backends_[d]->alloc(bytes, MemoryKind::STATE, t->name);
+            state_mem_.emplace_back(d, mem);
+            t->data = mem;
+            t->device = backends_[d]->device();
+            state_bytes_ += bytes;
+            // Recurrent state starts at zero; KV cells are written before they are read.
+            if (t == state_[il].conv) backends_[d]->zero(mem, bytes);
+        }
+    }
+}
+
+void Runner::reset_slot(int slot) {
+    pages_->release(slot);
+    for (size_t il = 0; il < state_.size(); ++il)
+        if (Tensor* c = state_[il].conv) backends_[state_dev_[il]]->zero(c->row(slot), c->nb[1]);
+}
+
+void Runner::validate(const StepInputs& in) const {
+    const ModelProfile& p = model_.profile();
+    if (in.n_tokens <= 0) fail("a step needs at least one token");
+    const int n_slots = pages_->n_slots();
+    for (int t = 0; t < in.n_tokens; ++t) {
+        const int32_t tok = in.tokens[t];
+        if (tok < 0 || tok >= p.n_vocab) fail("token id ", tok, " is outside the vocabulary (", p.n_vocab, " tokens)");
+        const int s = in.seq ? in.seq[t] : 0;
+        if (s < 0 || s >= n_slots) fail("sequence slot ", s, " outside the ", n_slots, " slots");
+        if (in.pos[t] < 0 || in.pos[t] >= pages_->capacity(s))
+            fail("position ", in.pos[t], " of sequence ", s, " is outside its reserved ", pages_->capacity(s),
+                 " cache cells");
+    }
+    for (int i = 0; in.out_ids && i < in.n_out; ++i)
+        if (in.out_ids[i] < 0 || in.out_ids[i] >= in.n_tokens)
+            fail("output row ", in.out_ids[i], " outside the step's ", in.n_tokens, " tokens");
+    if (!in.forced_experts.empty() && static_cast<int>(in.forced_experts.size()) != p.n_layer)
+        fail("forced routing gives ", in.forced_experts.size(), " layers, the model has ", p.n_layer);
+    for (size_t il = 0; il < in.forced_experts.size(); ++il) {
+        const int32_t* f = in.forced_experts[il];
+        if (!f && p.n_expert > 0) fail("forced routing gives no experts for layer ", il);
+        if (!f) continue;
+        for (int i = 0; i < p.n_expert_used * in.n_tokens; ++i)
+            if (f[i] < 0 || f[i] >= p.n_expert) fail("forced expert id ", f[i], " outside the ", p.n_expert, " experts");
+    }
+}
+
+void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced) {
+    const ModelProfile& p = model_.profile();
+    Graph& g = sg.g;
+    ForwardInputs& f = sg.fin;
+    f.tokens = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_tokens");
+    f.pos = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_pos");
+    f.seq = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_seq");
+    f.cells = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_cells");
+    f.pages = &pages_->tensor();
+    if (n_out > 0) f.out_ids = g.new_input(DType::I32, n_out, 1, 1, 1, "out_ids");
+    f.all_logits = all_logits;
+    f.block_size = pages_->block_size();
+    f.state = &state_;
+    sg.forced.assign(p.n_layer, nullptr);
+    if (forced) {
+        for (int il = 0; il < p.n_layer; ++il)
+            if (p.n_expert > 0)
+                sg.forced[il] = g.new_input(DType::I32, p.n_expert_used, n_tokens, 1, 1,
+                                            "forced_experts-" + std::to_string(il));
+        f.forced_experts = sg.forced;
+    }
+    g.set_output(model_.forward(g, f));
+    sg.plan = dispatcher_->compile(g);
+    ++plans_compiled_;
+}
+
+Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
+    const bool forced = !in.forced_experts.empty();
+    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+        if (plans_.size() >= opt_.max_plans) {
+            auto lru = std::min_element(plans_.begin(), plans_.end(), [](const auto& a, const auto& b) {
+                return a.second->last_use < b.second->last_use;
+            });
+            plans_.erase(lru);
+        }
+        auto sg = std::make_unique<StepGraph>();
+        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced);
+        it = plans_.emplace(key, std::move(sg)).first;
+    }
+    it->second->last_use = ++use_clock_;
+    return *it->second;
+}
+
+const float* Runner::forward(const StepInputs& in) {
+    validate(in);
+    const int T = in.n_tokens;
+    const int n_out = in.out_ids ? in.n_out : (in.all_logits ? T : 1);
+    StepGraph& sg = graph_for(in, n_out);
+    ForwardInputs& f = sg.fin;
+    std::memcpy(f.tokens->data, in.tokens, sizeof(int32_t) * T);
+    std::memcpy(f.pos->data, in.pos, sizeof(int32_t) * T);
+    int32_t* seq = f.seq->ptr<int32_t>();
+    int32_t* cells = f.cells->ptr<int32_t>();
+    for (int t = 0; t < T; ++t) {
+        seq[t] = in.seq ? in.seq[t] : 0;
+        cells[t] = pages_->cell(seq[t], in.pos[t]);
+    }
+    if (in.out_ids) std::memcpy(f.out_ids->data, in.out_ids, sizeof(int32_t) * n_out);
+    const int n_used = model_.profile().n_expert_used;
+    for (size_t il = 0; il < sg.forced.size() && il < in.forced_experts.size(); ++il)
+        if (sg.forced[il] && in.forced_experts[il])
+            std::memcpy(sg.forced[il]->data, in.forced_experts[il], sizeof(int32_t) * n_used * T);
+    const Tensor& out = dispatcher_->run(*sg.plan);
+    last_n_out_ = n_out;
+    return out.ptr<float>();
+}
+
+}  // namespace glia

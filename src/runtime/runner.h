@@ -1,0 +1,110 @@
+// The Runner: one model running on its placement. It owns the placement's use of the
+// process's backends (weights prepared on their devices), the sequence store (the host
+// page table shared by all layers; each layer's K/V pages and recurrent state as tensors
+// on the layer's device) and the dispatcher, and keeps one compiled graph per step shape
+// so that a decode step rebuilds nothing. The single-sequence Session and the serving
+// Engine both drive one.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dispatch/dispatcher.h"
+#include "model/model.h"
+#include "placement/placement.h"
+#include "runtime/pages.h"
+
+namespace glia {
+
+inline constexpr int kKvBlockSize = 16;  // cells per KV page, for every runtime user
+
+struct RunnerOptions {
+    int n_ctx = 0;            // KV cells of all slots together (0: the model's training context, at least 512)
+    int n_slots = 1;          // sequences held at once
+    int block_size = kKvBlockSize;  // cells per KV page
+    int n_threads = 0;        // CPU threads (0: every core)
+    Placement placement;      // empty devices: everything on the CPU
+    // Backends for placement.devices[1..] (devices[0] is the CPU). Owned by the caller
+    // and living longer than the Runner (the process's backends, or a test's).
+    std::vector<Backend*> devices;
+    std::vector<Op> cpu_ops;  // forced to the CPU (in addition to $GLIA_CPU_OPS)
+    bool verbose = false;     // describe each new plan (glia run -v)
+    size_t max_plans = 64;    // compiled step shapes kept (least recently used dropped)
+};
+
+// One step: tokens of one or more sequences (slots), in order within each sequence.
+struct StepInputs {
+    const int32_t* tokens = nullptr;
+    const int32_t* pos = nullptr;    // position of each token in its sequence
+    const int32_t* seq = nullptr;    // slot of each token (nullptr: slot 0)
+    int n_tokens = 0;
+    const int32_t* out_ids = nullptr;  // token indices whose logits are wanted
+    int n_out = 0;                     // 0 with out_ids null: the last token only, or all (all_logits)
+    bool all_logits = false;
+    // Testing: experts per layer, [n_used][n_tokens] ids (nullptr for layers without MoE).
+    std::vector<const int32_t*> forced_experts;
+};
+
+class Runner {
+public:
+    Runner(const Model& model, RunnerOptions opt);
+    ~Runner();
+    Runner(const Runner&) = delete;
+    Runner& operator=(const Runner&) = delete;
+
+    const Model& model() const { return model_; }
+    PageTable& pages() { return *pages_; }
+    const PageTable& pages() const { return *pages_; }
+    int n_ctx() const { return pages_->n_cells(); }
+    int n_slots() const { return pages_->n_slots(); }
+    // Frees a slot's pages and zeroes its recurrent state (a new sequence starts there).
+    void reset_slot(int slot);
+
+    // Checks the inputs (token ids, slots, positions inside the slot's reserved pages,
+    // forced expert ids), runs one forward pass and returns the logits, n_vocab floats per
+    // output row, in host memory valid until the next forward().
+    const float* forward(const StepInputs& in);
+    int n_outputs() const { return last_n_out_; }
+
+    Dispatcher& dispatcher() { return *dispatcher_; }
+    const Placement& placement() const { return opt_.placement; }
+    // The device index (into the placement) of a layer's state; -1: the layer has none.
+    int state_device(int il) const { return state_dev_[il]; }
+    size_t state_bytes() const { return state_bytes_; }
+    size_t plans_compiled() const { return plans_compiled_; }
+    // Debug dumps of every node to `out` (before the first forward).
+    void set_debug(FILE* out) { dispatcher_->set_debug(out); }
+
+private:
+    struct StepGraph;
+    using ShapeKey = std::tuple<int, int, bool, bool>;  // tokens, outputs, all_logits, forced
+    StepGraph& graph_for(const StepInputs& in, int n_out);
+    void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced);
+    void validate(const StepInputs& in) const;
+    void place_state();
+    int tensor_device(const Tensor& t, const Node& n) const;
+
+    const Model& model_;
+    RunnerOptions opt_;
+    std::vector<Backend*> backends_;  // [0] CPU, then opt_.devices
+    std::unique_ptr<PageTable> pages_;
+    std::deque<Tensor> state_tensors_;
+    std::vector<LayerState> state_;
+    std::vector<int> state_dev_;
+    std::vector<std::pair<int, void*>> state_mem_;  // (device, memory) to free
+    size_t state_bytes_ = 0;
+    std::map<const Tensor*, int> weight_dev_;
+    std::vector<std::pair<int, const Tensor*>> prepared_;  // (device, weight) to release
+    const Tensor* output_weight_ = nullptr;  // the LM head's matrix (the embeddings when tied)
+    std::unique_ptr<Dispatcher> dispatcher_;
+    std::map<ShapeKey, std::unique_ptr<StepGraph>> plans_;
+    uint64_t use_clock_ = 0;
+    size_t plans_compiled_ = 0;
+    int last_n_out_ = 0;
+};
+
+}  // namespace glia
