@@ -198,6 +198,10 @@ struct Engine::Impl {
                 out_seq.push_back(&s);
             }
         }
+        // A step of prompt chunks only still runs (it fills the cache); one row of logits
+        // is computed and ignored, which keeps the graph shapes non-empty.
+        const bool any_out = !out_ids.empty();
+        if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
         StepInputs in;
         in.tokens = tokens.data();
         in.pos = pos.data();
@@ -208,8 +212,8 @@ struct Engine::Impl {
         // The logits stay in the runner's memory until the next step: read them in place.
         const float* logits = nullptr;
         try {
-            if (out_ids.empty()) fail("engine: a step without outputs");
             logits = runner->forward(in);
+            if (!any_out) logits = nullptr;
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lk(mu);
             for (auto& s : running) {

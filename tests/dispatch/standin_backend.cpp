@@ -64,6 +64,9 @@ void StandinBackend::prepare_weight(const Tensor& w) {
     }
     void* mem = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
     std::memcpy(mem, w.data, w.nbytes());
+    Tensor c = w;
+    c.data = mem;
+    cpu_.prepare_weight(c);  // its kernels may derive data (packed panels) from the copy
     std::lock_guard<std::mutex> lk(mu_);
     weights_[w.data] = {mem, 1};
 }

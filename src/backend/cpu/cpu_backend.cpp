@@ -145,8 +145,9 @@ class CpuSegment : public Segment {
 public:
     CpuSegment(CpuBackend& b, std::vector<const Node*> nodes) : b_(b), nodes_(std::move(nodes)) {}
     void run(NodeTimer* timer) override {
+        std::lock_guard<std::mutex> lk(b_.run_mutex());
         for (size_t i = 0; i < nodes_.size();) {
-            const auto t0 = std::chrono::steady_clock::now();
+            const auto t0 = timer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
             const size_t ran = b_.run_from(nodes_, i);
             if (timer) {
                 // A fused group's time is shared evenly by its nodes.

@@ -31,8 +31,11 @@ public:
     void copy(const Tensor& src, Tensor& dst) override;
     std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override;
 
-    // Runs one node (tests, the op harness).
+    // Runs one node (tests, the op harness). Not for concurrent callers: a compiled
+    // segment holds run_mutex() while it runs, so runners on several threads (a serving
+    // engine and a session, say) take turns on the one pool and scratch buffer.
     void run(const Node& node);
+    std::mutex& run_mutex() { return run_mu_; }
     // Runs nodes[i] and, where fusing pays (several decode-sized matrix products of one
     // input, GLIA_FUSE_MATMUL=0: off), some nodes right after it; returns how many ran.
     size_t run_from(const std::vector<const Node*>& nodes, size_t i);
@@ -46,6 +49,7 @@ private:
     std::vector<uint8_t> scratch_;  // quantized activations for MATMUL
     std::unique_ptr<PackCache> pack_cache_;
     bool fuse_matmul_ = true;
+    std::mutex run_mu_;
     std::mutex mem_mu_;
     std::map<void*, HugeBuffer> mem_;
     std::map<const void*, int> prepared_;  // weight data -> prepare count
