@@ -154,6 +154,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     SessionOptions so;
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = static_cast<int>(a.integer("-c"));
+    so.cpu_ops = cpu_ops_option(a);
     Session session(*model, so);
     Sampler sampler(sampling_params(a));
     const bool verbose = a.has("-v");

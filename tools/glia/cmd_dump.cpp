@@ -30,6 +30,7 @@ int cmd_dump(const std::vector<std::string>& argv) {
     SessionOptions so;
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = static_cast<int>(tokens.size());
+    so.cpu_ops = cpu_ops_option(a);
     Session s(*model, so);
 
     const bool compare = a.has("--compare");

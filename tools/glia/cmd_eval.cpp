@@ -124,6 +124,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     SessionOptions so;
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = a.integer("-c") > 0 ? static_cast<int>(a.integer("-c")) : n_prompt + n_predict;
+    so.cpu_ops = cpu_ops_option(a);
     Session s(*model, so);
     const int V = s.n_vocab();
     ForcedRouting forced;

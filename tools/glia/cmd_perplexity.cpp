@@ -53,6 +53,7 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
         .opt("-c,--ctx-size", "N", "tokens per chunk", "512")
         .opt("-b,--batch-size", "N", "tokens per forward pass (0 = the chunk size)", "0")
         .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
         .opt("--chunks", "N", "evaluate at most N chunks (0 = all)", "0")
         .opt("--kl-base", "FILE", "also run this model (e.g. the unquantized one) and report KL(base || model) and top-1 agreement")
         .flag("--json", "print the result as JSON");
@@ -85,6 +86,7 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
     so.n_ctx = n_ctx;
     so.n_threads = n_threads;
     so.n_batch = n_batch;
+    so.cpu_ops = cpu_ops_option(a);
     Session s(*model, so);
     const int V = s.n_vocab();
     std::unique_ptr<Model> base;

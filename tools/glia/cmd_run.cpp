@@ -30,7 +30,8 @@ int cmd_run(const std::vector<std::string>& argv) {
         .flag("--show-ids", "print each prompt and generated token id with its piece (stderr)")
         .flag("--no-bos", "do not add BOS/EOS even if the vocabulary asks for them")
         .flag("--chat", "treat the prompt as one user message and apply the model's chat template")
-        .opt("-s,--system", "TEXT", "system message for --chat");
+        .opt("-s,--system", "TEXT", "system message for --chat")
+        .flag("-v,--verbose", "print where each op runs and every copy between devices (stderr)");
     if (!a.parse(argv)) return 0;
 
     std::string prompt;
@@ -46,6 +47,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     SessionOptions so;
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = static_cast<int>(a.integer("-c"));
+    so.cpu_ops = cpu_ops_option(a);
+    so.verbose = a.has("-v");
     Session s(*model, so);
     Sampler sampler(sampling_params(a));
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

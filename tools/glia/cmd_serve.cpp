@@ -47,6 +47,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .opt("--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (also $GLIA_API_KEY)")
         .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
         .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
         .opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
                                    "(prompt + max_tokens) may use", "4096")
         .opt("-np,--parallel", "N", "sequences decoded together at most", "4")
@@ -106,6 +107,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     eo.n_ctx = static_cast<int>(positive("-c", 16));
     eo.n_parallel = static_cast<int>(positive("--parallel", 1));
     eo.n_threads = static_cast<int>(positive("-t", 0));
+    eo.cpu_ops = cpu_ops_option(a);
     eo.block_size = static_cast<int>(positive("--block-size", 1));
     eo.max_queue = static_cast<int>(positive("--max-queue", 0));
     eo.prefill_chunk = static_cast<int>(positive("--prefill-chunk", 1));
