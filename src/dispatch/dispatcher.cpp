@@ -215,10 +215,10 @@ int Dispatcher::assign(const Node& n, const std::function<int(const Tensor*)>& l
     }
     for (int i = 0; i < n_src && d < 0; ++i)
         if (n.src[i] && is_weight(n.src[i])) d = tensor_device_(*n.src[i], n);
-    // Else where the first computed input was made (inputs alone: the CPU).
+    // Else where the first computed input was made (inputs alone: the default, the CPU).
     for (int i = 0; i < n_src && d < 0; ++i)
         if (n.src[i] && n.src[i]->root()->role == TensorRole::ACTIVATION) d = location(n.src[i]->root());
-    if (d < 0) d = 0;
+    if (d < 0) d = opt_.default_device;
     if (d != 0 && !backends_[d]->supports(n)) {
         if (stateful)
             fail("dispatch: ", backends_[d]->name(), " holds the state of ", op_name(n.op), " '", n.out->name,
@@ -265,9 +265,10 @@ struct ProfileTimer : NodeTimer {
     }
 };
 
-const Tensor& Dispatcher::run(DispatchPlan& plan) {
+const Tensor& Dispatcher::run(DispatchPlan& plan, NodeTimer* user_timer) {
     bind(plan);
     ProfileTimer timer(*this);
+    NodeTimer* t = user_timer ? user_timer : (profile_ ? &timer : nullptr);
     std::vector<bool> pending(backends_.size(), false);
     auto sync_devices = [&] {
         for (size_t d = 1; d < backends_.size(); ++d)
@@ -278,7 +279,7 @@ const Tensor& Dispatcher::run(DispatchPlan& plan) {
     };
     for (auto& s : plan.segs) {
         if (s.dev == 0) sync_devices();
-        s.compiled->run(profile_ ? &timer : nullptr);
+        s.compiled->run(t);
         if (s.dev != 0) pending[s.dev] = true;
         if (debug_) {
             const Node& n = plan.exec[s.first].node;

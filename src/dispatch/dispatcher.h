@@ -22,6 +22,7 @@ struct DispatchOptions {
     // Ops always run on the CPU (GLIA_CPU_OPS / --cpu-ops); parse_cpu_ops reads the list.
     std::vector<Op> cpu_ops;
     bool verbose = false;  // describe each new plan on stderr (glia run -v)
+    int default_device = 0;  // for nodes whose operands are all step inputs (the op harness: the device tested)
 };
 
 // "attention,rope" -> ops; throws glia::Error naming an unknown op and listing the names.
@@ -67,8 +68,9 @@ public:
 
     // Places and compiles g (which must outlive the plan: the plan's copies live in it).
     std::unique_ptr<DispatchPlan> compile(Graph& g);
-    // Runs a plan; returns the host tensor with the graph output.
-    const Tensor& run(DispatchPlan& plan);
+    // Runs a plan; returns the host tensor with the graph output. `timer`, when given,
+    // receives each node's time (as GLIA_PROFILE does).
+    const Tensor& run(DispatchPlan& plan, NodeTimer* timer = nullptr);
 
     // Debug dumps of every node (GLIA_DEBUG_LAYERS=1 or set_debug): every node is then its
     // own segment and device outputs are read back through copies. Call before compile().

@@ -1,0 +1,356 @@
+#include "debug/op_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "backend/registry.h"
+#include "core/error.h"
+#include "core/f16.h"
+#include "debug/op_reference.h"
+#include "dispatch/dispatcher.h"
+#include "quant/quant.h"
+
+namespace glia {
+
+std::string OpSpec::label() const {
+    std::ostringstream os;
+    os << op_name(op);
+    switch (op) {
+        case Op::MATMUL: case Op::GET_ROWS: os << " " << dtype_name(type) << " " << K << "x" << N; break;
+        case Op::MOE_EXPERTS: os << " " << dtype_name(type) << " " << K << "x" << N << " " << n_used << "/" << n_expert; break;
+        case Op::MOE_TOPK: case Op::MOE_WEIGHTS: os << " " << n_used << "/" << n_expert; break;
+        case Op::ATTENTION:
+            os << " hd" << head_dim << " " << n_head << "/" << n_kv_head << " past " << n_past;
+            if (window) os << " win " << window;
+            if (softcap > 0) os << " cap";
+            break;
+        case Op::ROPE: os << " hd" << head_dim << " x" << n_head << (neox ? " neox" : ""); break;
+        default: os << " " << K; break;
+    }
+    os << " T=" << T;
+    return os.str();
+}
+
+namespace {
+
+// Host memory for the harness's tensors, kept until the check ends.
+struct Pool {
+    std::deque<std::unique_ptr<uint8_t[]>> bufs;
+    std::deque<Tensor> tensors;
+    Tensor* make(DType t, int64_t ne0, int64_t ne1, int64_t ne2, TensorRole role, const std::string& name) {
+        Tensor x = Tensor::make(t, ne0, ne1, ne2);
+        x.role = role;
+        x.name = name;
+        bufs.emplace_back(new uint8_t[x.nbytes() + 64]);
+        x.data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(bufs.back().get()) + 63) & ~uintptr_t(63));
+        tensors.push_back(std::move(x));
+        return &tensors.back();
+    }
+};
+
+// Fills t (F32, F16, BF16 or a quantized type) with N(0, sd) values.
+void fill(Tensor& t, std::mt19937& rng, float sd) {
+    std::normal_distribution<float> g(0.0f, sd);
+    std::vector<float> row(t.ne[0]);
+    for (int64_t r = 0; r < t.n_rows(); ++r) {
+        for (auto& x : row) x = g(rng);
+        uint8_t* dst = static_cast<uint8_t*>(t.data) + r * t.nb[1];
+        switch (t.type) {
+            case DType::F32: std::memcpy(dst, row.data(), row.size() * 4); break;
+            case DType::F16:
+                for (size_t i = 0; i < row.size(); ++i) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(row[i]);
+                break;
+            default: quant::quantize_row(t.type, row.data(), dst, t.ne[0]); break;
+        }
+    }
+}
+
+double tolerance_for(const OpSpec& s) {
+    switch (s.op) {
+        case Op::MATMUL: case Op::MOE_EXPERTS: {
+            const double chain = s.op == Op::MOE_EXPERTS ? 1.5 : 1.0;
+            if (s.type == DType::F32) return 1e-5 * chain;
+            if (s.type == DType::F16) return 4e-3 * chain;
+            if (s.type == DType::BF16) return 2e-2 * chain;
+            return 2e-2 * chain;  // activations quantized to 8 bits
+        }
+        case Op::GEGLU: return 2e-3;      // GELU read from an f16 table, as the reference does
+        case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
+        case Op::ROPE: return 1e-4;       // angles by float recurrence
+        case Op::MOE_TOPK: return 0;      // ids: exact
+        default: return 1e-5;
+    }
+}
+
+struct Timer : NodeTimer {
+    Op op;
+    std::vector<double> times;
+    explicit Timer(Op o) : op(o) {}
+    void record(const Node& n, double seconds) override {
+        if (n.op == op) times.push_back(seconds);
+    }
+};
+
+}  // namespace
+
+OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
+    OpCheck r;
+    r.label = s.label();
+    r.tolerance = tolerance_for(s);
+    std::mt19937 rng(seed);
+    Pool pool;
+    Graph g;
+    auto input = [&](DType t, int64_t a, int64_t b2, int64_t c, const char* name, float sd = 1.0f) {
+        Tensor* x = g.new_input(t, a, b2, c, 1, name);
+        if (t != DType::I32) fill(*x, rng, sd);
+        return x;
+    };
+    auto weight = [&](DType t, int64_t a, int64_t b2, int64_t c, const char* name, float sd = 0.05f) {
+        Tensor* w = pool.make(t, a, b2, c, TensorRole::WEIGHT, name);
+        fill(*w, rng, sd);
+        return w;
+    };
+    std::vector<Tensor*> weights, states;
+    std::vector<Tensor*> state_host;  // host mirrors (initial contents), parallel to states
+    auto state = [&](DType t, int64_t a, int64_t b2, const char* name) {
+        Tensor* h = pool.make(t, a, b2, 1, TensorRole::STATE, name);
+        fill(*h, rng, 1.0f);
+        Tensor* d = pool.make(t, a, b2, 1, TensorRole::STATE, name);  // memory replaced below
+        states.push_back(d);
+        state_host.push_back(h);
+        return d;
+    };
+    const int64_t K = s.K, N = s.N, T = s.T;
+    Tensor* out = nullptr;
+    switch (s.op) {
+        case Op::MATMUL: {
+            Tensor* w = weight(s.type, K, N, 1, "w");
+            weights.push_back(w);
+            out = g.matmul(w, input(DType::F32, K, T, 1, "x"));
+            r.bytes = double(w->nbytes()) + 4.0 * (K + N) * T;
+            r.flops = 2.0 * K * N * T;
+            break;
+        }
+        case Op::GET_ROWS: {
+            Tensor* w = weight(s.type, K, N, 1, "table");
+            weights.push_back(w);
+            Tensor* ids = input(DType::I32, T, 1, 1, "ids");
+            for (int64_t t = 0; t < T; ++t) ids->ptr<int32_t>()[t] = int32_t(rng() % N);
+            out = g.get_rows(w, ids);
+            r.bytes = double(T) * row_bytes(s.type, K) + 4.0 * K * T;
+            break;
+        }
+        case Op::RMS_NORM: {
+            Tensor* w = weight(DType::F32, K, 1, 1, "norm", 1.0f);
+            weights.push_back(w);
+            out = g.rms_norm(input(DType::F32, K, T, 1, "x"), w, 1e-6f);
+            r.bytes = 8.0 * K * T;
+            r.flops = 3.0 * K * T;
+            break;
+        }
+        case Op::ADD: case Op::MUL: case Op::SWIGLU: case Op::GEGLU: {
+            Tensor* a = input(DType::F32, K, T, 1, "a");
+            Tensor* c = input(DType::F32, K, T, 1, "b");
+            out = s.op == Op::ADD ? g.add(a, c) : s.op == Op::MUL ? g.mul(a, c) : s.op == Op::SWIGLU ? g.swiglu(a, c)
+                                                                                                    : g.geglu(a, c);
+            r.bytes = 12.0 * K * T;
+            r.flops = double(K) * T;
+            break;
+        }
+        case Op::SCALE: case Op::SOFTCAP: {
+            Tensor* a = input(DType::F32, K, T, 1, "a", s.op == Op::SOFTCAP ? 20.0f : 1.0f);
+            out = s.op == Op::SCALE ? g.scale(a, 0.7f) : g.softcap(a, 15.0f);
+            r.bytes = 8.0 * K * T;
+            r.flops = double(K) * T;
+            break;
+        }
+        case Op::ROPE: {
+            Tensor* x = input(DType::F32, s.head_dim, s.n_head, T, "x");
+            Tensor* pos = input(DType::I32, T, 1, 1, "pos");
+            for (int64_t t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
+            RopeParams rp;
+            rp.type = s.neox ? RopeType::NEOX : RopeType::NORMAL;
+            rp.n_dims = s.head_dim;
+            rp.freq_base = 10000.0f;
+            out = g.rope(x, pos, rp);
+            r.bytes = 8.0 * x->n_elements();
+            r.flops = 6.0 * x->n_elements();
+            break;
+        }
+        case Op::ATTENTION: {
+            const int hd = s.head_dim, nh = s.n_head, nkv = s.n_kv_head, bs = 16;
+            const int64_t n_cells = (s.n_past + T + bs - 1) / bs * bs;
+            Tensor* q = input(DType::F32, hd, nh, T, "q");
+            Tensor* k = input(DType::F32, hd, nkv, T, "k");
+            Tensor* v = input(DType::F32, hd, nkv, T, "v");
+            Graph::AttnInputs ai;
+            ai.k_cache = state(DType::F16, int64_t(hd) * nkv, n_cells, "k_pages");
+            ai.v_cache = state(DType::F16, int64_t(hd) * nkv, n_cells, "v_pages");
+            ai.pos = input(DType::I32, T, 1, 1, "pos");
+            ai.seq = input(DType::I32, T, 1, 1, "seq");
+            ai.cells = input(DType::I32, T, 1, 1, "cells");
+            ai.pages = input(DType::I32, n_cells / bs, 1, 1, "pages");
+            for (int64_t t = 0; t < T; ++t) {
+                ai.pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
+                ai.seq->ptr<int32_t>()[t] = 0;
+                ai.cells->ptr<int32_t>()[t] = int32_t(s.n_past + t);
+            }
+            for (int64_t p = 0; p < n_cells / bs; ++p) ai.pages->ptr<int32_t>()[p] = int32_t(p);
+            AttnParams ap;
+            ap.scale = 1.0f / std::sqrt(float(hd));
+            ap.window = s.window;
+            ap.softcap = s.softcap;
+            ap.block_size = bs;
+            out = g.attention(q, k, v, ai, ap);
+            const double ctx = double(s.n_past + T);
+            r.bytes = 4.0 * (q->n_elements() * 2 + k->n_elements() + v->n_elements()) + ctx * hd * nkv * 2 * 2;
+            r.flops = 4.0 * hd * nh * T * ctx;
+            break;
+        }
+        case Op::MOE_TOPK: case Op::MOE_WEIGHTS: {
+            Tensor* l = input(DType::F32, s.n_expert, T, 1, "logits");
+            if (s.op == Op::MOE_TOPK) {
+                out = g.moe_topk(l, s.n_used);
+            } else {
+                Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+                for (int64_t t = 0; t < T; ++t)
+                    for (int i = 0; i < s.n_used; ++i) ids->ptr<int32_t>()[t * s.n_used + i] = (int32_t(t) + i * 3) % s.n_expert;
+                out = g.moe_weights(l, ids, true);
+            }
+            r.bytes = 4.0 * s.n_expert * T;
+            break;
+        }
+        case Op::MOE_EXPERTS: {
+            Tensor* gw = weight(s.type, K, N, s.n_expert, "gate_exps");
+            Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
+            Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
+            weights = {gw, uw, dw};
+            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+            Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
+            for (int64_t t = 0; t < T; ++t)
+                for (int i = 0; i < s.n_used; ++i) ids->ptr<int32_t>()[t * s.n_used + i] = (int32_t(t) * 5 + i) % s.n_expert;
+            out = g.moe_experts(input(DType::F32, K, T, 1, "x"), gw, uw, dw, ids, wt);
+            const double used = std::min<double>(s.n_expert, double(s.n_used) * T);
+            r.bytes = used * 3.0 * row_bytes(s.type, K) * N;
+            r.flops = 6.0 * K * N * s.n_used * T;
+            break;
+        }
+        case Op::SHORTCONV: {
+            const int L = 3;
+            Tensor* w = weight(DType::F32, L, K, 1, "kernel", 0.5f);
+            weights.push_back(w);
+            Tensor* st = state(DType::F32, (L - 1) * K, 1, "conv_state");
+            Tensor* seq = input(DType::I32, T, 1, 1, "seq");
+            for (int64_t t = 0; t < T; ++t) seq->ptr<int32_t>()[t] = 0;
+            out = g.shortconv(input(DType::F32, K, T, 1, "x"), w, st, seq);
+            r.bytes = 8.0 * K * T;
+            r.flops = 2.0 * L * K * T;
+            break;
+        }
+        default: fail("check_op: no harness for ", op_name(s.op));
+    }
+    g.set_output(out);
+
+    cpu::CpuBackend& cpu = cpu_backend(0);
+    const bool on_cpu = &b == static_cast<Backend*>(&cpu);
+    const int bi = on_cpu ? 0 : 1;
+    std::vector<Backend*> backends{&cpu};
+    if (!on_cpu) backends.push_back(&b);
+    if (!b.supports(g.nodes().back())) {
+        r.supported = false;
+        return r;
+    }
+    for (Tensor* w : weights) {
+        cpu.prepare_weight(*w);
+        if (!on_cpu) b.prepare_weight(*w);
+    }
+    std::vector<void*> state_mem;
+    for (size_t i = 0; i < states.size(); ++i) {
+        states[i]->data = b.alloc(states[i]->nbytes(), MemoryKind::STATE, states[i]->name);
+        state_mem.push_back(states[i]->data);
+        b.copy(*state_host[i], *states[i]);
+    }
+    b.synchronize();
+    // The reference reads the same operands, state as it was before the run.
+    Node ref = g.nodes().back();
+    for (int i = 0; i < kMaxOperands; ++i)
+        for (size_t k = 0; k < states.size(); ++k)
+            if (ref.src[i] == states[k]) ref.src[i] = state_host[k];
+    std::vector<double> want;
+    reference_op(ref, want);
+
+    auto cleanup = [&] {
+        for (Tensor* w : weights) {
+            cpu.release_weight(*w);
+            if (!on_cpu) b.release_weight(*w);
+        }
+        for (void* m : state_mem) b.free(m);
+    };
+    try {
+        DispatchOptions dopt;
+        dopt.default_device = bi;
+        Dispatcher d(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
+        auto plan = d.compile(g);
+        const Tensor& got = d.run(*plan);
+        double max_ref = 0, max_diff = 0;
+        const int64_t n = got.n_elements();
+        if (static_cast<int64_t>(want.size()) != n) fail("check_op: reference has ", want.size(), " values, output ", n);
+        for (int64_t i = 0; i < n; ++i) {
+            const double o = got.type == DType::I32 ? double(got.ptr<int32_t>()[i]) : double(got.ptr<float>()[i]);
+            max_ref = std::max(max_ref, std::fabs(want[i]));
+            max_diff = std::max(max_diff, std::isnan(o) ? INFINITY : std::fabs(o - want[i]));
+        }
+        r.max_err = got.type == DType::I32 ? max_diff : max_diff / std::max(max_ref, 1e-30);
+        r.ok = r.max_err <= r.tolerance;
+        Timer timer(s.op);
+        for (int i = 0; i < reps; ++i) d.run(*plan, &timer);
+        std::sort(timer.times.begin(), timer.times.end());
+        if (!timer.times.empty()) r.seconds = timer.times[timer.times.size() / 2];
+    } catch (...) {
+        cleanup();
+        throw;
+    }
+    cleanup();
+    return r;
+}
+
+std::vector<OpSpec> layer_op_specs(int64_t n_embd, int n_head, int n_kv_head, int head_dim, int64_t n_ff,
+                                   const std::vector<DType>& types, int64_t T, int n_past) {
+    std::vector<OpSpec> v;
+    auto add = [&](Op op, int64_t K, int64_t N = 0, DType t = DType::F32) {
+        OpSpec s;
+        s.op = op;
+        s.K = K;
+        s.N = N;
+        s.T = T;
+        s.type = t;
+        s.head_dim = head_dim;
+        s.n_head = n_head;
+        s.n_kv_head = n_kv_head;
+        s.n_past = n_past;
+        v.push_back(s);
+    };
+    for (DType t : types) {
+        add(Op::GET_ROWS, n_embd, 4096, t);
+        add(Op::MATMUL, n_embd, int64_t(n_head) * head_dim, t);
+        add(Op::MATMUL, n_embd, int64_t(n_kv_head) * head_dim, t);
+        add(Op::MATMUL, n_embd, n_ff, t);
+        add(Op::MATMUL, n_ff, n_embd, t);
+    }
+    add(Op::RMS_NORM, n_embd);
+    add(Op::ROPE, 0);
+    add(Op::ATTENTION, 0);
+    add(Op::ADD, n_embd);
+    add(Op::SWIGLU, n_ff);
+    add(Op::GEGLU, n_ff);
+    add(Op::SOFTCAP, n_embd);
+    add(Op::SCALE, n_embd);
+    return v;
+}
+
+}  // namespace glia

@@ -1,0 +1,259 @@
+#include "debug/op_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/f16.h"
+#include "quant/quant.h"
+
+namespace glia {
+namespace {
+
+// Element (i0, i1, i2) of a host tensor as double (F32, F16, BF16, I32 or a quantized row).
+double at(const Tensor& t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
+    const uint8_t* row = t.row(i1, i2);
+    switch (t.type) {
+        case DType::F32: return reinterpret_cast<const float*>(row)[i0];
+        case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[i0]);
+        case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[i0]);
+        case DType::I32: return reinterpret_cast<const int32_t*>(row)[i0];
+        default: {
+            std::vector<float> r(t.ne[0]);
+            quant::dequantize_row(t.type, row, r.data(), t.ne[0]);
+            return r[i0];
+        }
+    }
+}
+
+// Row i1 (, i2) of a weight, dequantized.
+std::vector<double> row_of(const Tensor& t, int64_t i1, int64_t i2 = 0) {
+    std::vector<float> f(t.ne[0]);
+    quant::dequantize_row(t.type, t.row(i1, i2), f.data(), t.ne[0]);
+    return std::vector<double>(f.begin(), f.end());
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x))); }
+
+void softmax(std::vector<double>& v) {
+    const double mx = *std::max_element(v.begin(), v.end());
+    double sum = 0;
+    for (double& x : v) sum += (x = std::exp(x - mx));
+    for (double& x : v) x /= sum;
+}
+
+void ref_attention(const Node& n, std::vector<double>& out) {
+    const Tensor& q = *n.src[AttnArg::Q];
+    const Tensor& k = *n.src[AttnArg::K];
+    const Tensor& v = *n.src[AttnArg::V];
+    const Tensor& kc = *n.src[AttnArg::K_CACHE];
+    const Tensor& vc = *n.src[AttnArg::V_CACHE];
+    const Tensor& pos = *n.src[AttnArg::POS];
+    const Tensor& seq = *n.src[AttnArg::SEQ];
+    const Tensor& cells = *n.src[AttnArg::CELLS];
+    const Tensor& pages = *n.src[AttnArg::PAGES];
+    const AttnParams& ap = n.p<AttnParams>();
+    const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
+    const int64_t group = n_head / n_kv;
+    // Key and value of (slot, position): this batch's own rows where it writes them, the
+    // cache's (f16) otherwise.
+    auto cell_of = [&](int s, int p) {
+        return int64_t(at(pages, p / ap.block_size, s)) * ap.block_size + p % ap.block_size;
+    };
+    auto kv = [&](int s, int p, int64_t h, int64_t i, bool is_k) {
+        const int64_t c = cell_of(s, p);
+        for (int64_t t = 0; t < T; ++t)
+            if (int64_t(at(cells, t)) == c)
+                return double(round_f16(float(is_k ? at(k, i, h, t) : at(v, i, h, t))));
+        return is_k ? at(kc, h * hd + i, c) : at(vc, h * hd_v + i, c);
+    };
+    out.assign(static_cast<size_t>(hd_v * n_head * T), 0.0);
+    for (int64_t t = 0; t < T; ++t) {
+        const int s = int(at(seq, t)), p = int(at(pos, t));
+        const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
+        for (int64_t h = 0; h < n_head; ++h) {
+            const int64_t hk = h / group;
+            std::vector<double> sc;
+            for (int c = lo; c <= p; ++c) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; ++i) d += at(q, i, h, t) * kv(s, c, hk, i, true);
+                d *= ap.scale;
+                if (ap.softcap > 0) d = ap.softcap * std::tanh(d / ap.softcap);
+                sc.push_back(d);
+            }
+            softmax(sc);
+            for (int64_t i = 0; i < hd_v; ++i) {
+                double acc = 0;
+                for (int c = lo; c <= p; ++c) acc += sc[c - lo] * kv(s, c, hk, i, false);
+                out[static_cast<size_t>(t * hd_v * n_head + h * hd_v + i)] = acc;
+            }
+        }
+    }
+}
+
+void ref_moe(const Node& n, std::vector<double>& out) {
+    const MoeParams& mp = n.p<MoeParams>();
+    if (n.op == Op::MOE_TOPK || n.op == Op::MOE_WEIGHTS) {
+        const Tensor& l = *n.src[0];
+        const int64_t n_exp = l.ne[0], T = l.ne[1];
+        out.clear();
+        for (int64_t t = 0; t < T; ++t) {
+            std::vector<double> p(n_exp);
+            for (int64_t e = 0; e < n_exp; ++e) p[e] = at(l, e, t);
+            softmax(p);
+            std::vector<int32_t> sel(n_exp);
+            if (n.op == Op::MOE_TOPK) {
+                std::iota(sel.begin(), sel.end(), 0);
+                std::stable_sort(sel.begin(), sel.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+                for (int i = 0; i < mp.n_used; ++i) out.push_back(sel[i]);
+            } else {
+                double sum = 0;
+                for (int i = 0; i < mp.n_used; ++i) sum += p[int(at(*n.src[1], i, t))];
+                for (int i = 0; i < mp.n_used; ++i)
+                    out.push_back(p[int(at(*n.src[1], i, t))] / (mp.norm_weights ? sum : 1.0));
+            }
+        }
+        return;
+    }
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
+    out.assign(static_cast<size_t>(E * T), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < mp.n_used; ++i) {
+            const int e = int(at(*n.src[MoeExpertsArg::IDS], i, t));
+            const double w = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
+            std::vector<double> h(F);
+            for (int64_t f = 0; f < F; ++f) {
+                const auto gr = row_of(gate, f, e), ur = row_of(up, f, e);
+                double g = 0, u = 0;
+                for (int64_t j = 0; j < E; ++j) g += gr[j] * at(x, j, t), u += ur[j] * at(x, j, t);
+                h[f] = silu(g) * u;
+            }
+            for (int64_t r = 0; r < E; ++r) {
+                const auto dr = row_of(down, r, e);
+                double y = 0;
+                for (int64_t f = 0; f < F; ++f) y += dr[f] * h[f];
+                out[static_cast<size_t>(t * E + r)] += w * y;
+            }
+        }
+}
+
+}  // namespace
+
+void reference_op(const Node& n, std::vector<double>& out) {
+    const Tensor& o = *n.out;
+    out.clear();
+    switch (n.op) {
+        case Op::MATMUL: {
+            const Tensor& w = *n.src[MatmulArg::W];
+            const Tensor& x = *n.src[MatmulArg::X];
+            for (int64_t t = 0; t < x.ne[1]; ++t)
+                for (int64_t r = 0; r < w.ne[1]; ++r) {
+                    const auto wr = row_of(w, r);
+                    double d = 0;
+                    for (int64_t i = 0; i < w.ne[0]; ++i) d += wr[i] * at(x, i, t);
+                    out.push_back(d);
+                }
+            return;
+        }
+        case Op::GET_ROWS:
+            for (int64_t t = 0; t < n.src[1]->ne[0]; ++t) {
+                const auto r = row_of(*n.src[0], int64_t(at(*n.src[1], t)));
+                out.insert(out.end(), r.begin(), r.end());
+            }
+            return;
+        case Op::RMS_NORM: {
+            const Tensor& x = *n.src[0];
+            for (int64_t i2 = 0; i2 < x.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < x.ne[1]; ++i1) {
+                    double ss = 0;
+                    for (int64_t i = 0; i < x.ne[0]; ++i) ss += at(x, i, i1, i2) * at(x, i, i1, i2);
+                    const double sc = 1.0 / std::sqrt(ss / double(x.ne[0]) + n.p<NormParams>().eps);
+                    for (int64_t i = 0; i < x.ne[0]; ++i)
+                        out.push_back(at(x, i, i1, i2) * sc * (n.src[1] ? at(*n.src[1], i) : 1.0));
+                }
+            return;
+        }
+        case Op::ADD: case Op::MUL: case Op::SCALE: case Op::SOFTCAP: case Op::SWIGLU: case Op::GEGLU: {
+            const Tensor& a = *n.src[0];
+            for (int64_t i2 = 0; i2 < a.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < a.ne[1]; ++i1)
+                    for (int64_t i = 0; i < a.ne[0]; ++i) {
+                        const double x = at(a, i, i1, i2);
+                        const Tensor* b = n.src[1];
+                        const double y = b ? (b->n_rows() == 1 ? at(*b, i) : at(*b, i, i1, i2)) : 0.0;
+                        switch (n.op) {
+                            case Op::ADD: out.push_back(x + y); break;
+                            case Op::MUL: out.push_back(x * y); break;
+                            case Op::SCALE: out.push_back(x * n.p<ScaleParams>().s); break;
+                            case Op::SOFTCAP: {
+                                const double c = n.p<SoftcapParams>().cap;
+                                out.push_back(c * std::tanh(x / c));
+                                break;
+                            }
+                            case Op::SWIGLU: out.push_back(silu(x) * y); break;
+                            default: out.push_back(gelu_tanh(x) * y); break;
+                        }
+                    }
+            return;
+        }
+        case Op::ROPE: {
+            const Tensor& x = *n.src[0];
+            const RopeParams& p = n.p<RopeParams>();
+            const int64_t hd = x.ne[0];
+            for (int64_t t = 0; t < x.ne[2]; ++t)
+                for (int64_t h = 0; h < x.ne[1]; ++h) {
+                    std::vector<double> r(hd);
+                    for (int64_t i = 0; i < hd; ++i) r[i] = at(x, i, h, t);
+                    for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
+                        const double th = at(*n.src[1], t) * std::pow(double(p.freq_base), -double(i0) / p.n_dims) *
+                                          p.freq_scale;
+                        const int a = p.type == RopeType::NEOX ? i0 / 2 : i0;
+                        const int b = p.type == RopeType::NEOX ? i0 / 2 + p.n_dims / 2 : i0 + 1;
+                        const double x0 = at(x, a, h, t), x1 = at(x, b, h, t);
+                        r[a] = x0 * std::cos(th) - x1 * std::sin(th);
+                        r[b] = x0 * std::sin(th) + x1 * std::cos(th);
+                    }
+                    out.insert(out.end(), r.begin(), r.end());
+                }
+            return;
+        }
+        case Op::ATTENTION: ref_attention(n, out); return;
+        case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;
+        case Op::SHORTCONV: {
+            const Tensor& x = *n.src[ShortconvArg::X];
+            const Tensor& w = *n.src[ShortconvArg::KERNEL];
+            const Tensor& st = *n.src[ShortconvArg::STATE];
+            const int64_t C = x.ne[0], L = w.ne[0];
+            for (int64_t t = 0; t < x.ne[1]; ++t) {
+                const int s = int(at(*n.src[ShortconvArg::SEQ], t));
+                // Inputs of this sequence before t in the batch, else its state.
+                std::vector<int64_t> prev;
+                for (int64_t u = 0; u < t; ++u)
+                    if (int(at(*n.src[ShortconvArg::SEQ], u)) == s) prev.push_back(u);
+                for (int64_t c = 0; c < C; ++c) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < L; ++k) {
+                        const int64_t back = L - 1 - k;  // 0: this token
+                        double v;
+                        if (back == 0) v = at(x, c, t);
+                        else if (back <= int64_t(prev.size())) v = at(x, c, prev[prev.size() - back]);
+                        else v = at(st, (L - 1 - (back - int64_t(prev.size()))) * C + c, s);
+                        acc += v * at(w, k, c);
+                    }
+                    out.push_back(acc);
+                }
+            }
+            return;
+        }
+        default: break;
+    }
+    fail("no reference for op ", op_name(n.op), " ('", o.name, "')");
+}
+
+}  // namespace glia

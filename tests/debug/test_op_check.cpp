@@ -1,0 +1,114 @@
+// The op harness on the CPU backend: every op at decode and prefill shapes, every weight
+// type, within its tolerance of the scalar reference; and a backend with a wrong kernel is
+// caught.
+#include <gtest/gtest.h>
+
+#include "backend/registry.h"
+#include "core/error.h"
+#include "debug/op_check.h"
+
+namespace glia {
+namespace {
+
+OpSpec spec(Op op, int64_t K = 256, int64_t N = 128, int64_t T = 1, DType t = DType::F32) {
+    OpSpec s;
+    s.op = op;
+    s.K = K;
+    s.N = N;
+    s.T = T;
+    s.type = t;
+    return s;
+}
+
+void expect_ok(const OpSpec& s) {
+    const OpCheck c = check_op(cpu_backend(2), s, 1);
+    EXPECT_TRUE(c.supported) << c.label;
+    EXPECT_TRUE(c.ok) << c.label << ": error " << c.max_err << " > " << c.tolerance;
+    EXPECT_GT(c.seconds, 0.0) << c.label << ": not timed";
+}
+
+TEST(OpCheck, MatmulEveryTypeDecodeAndPrefill) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                    DType::IQ4_XS})
+        for (int64_t T : {1, 3, 16})
+            expect_ok(spec(Op::MATMUL, 256, 96, T, t));
+}
+
+TEST(OpCheck, RowOpsAndEmbeddings) {
+    for (int64_t T : {1, 7}) {
+        for (Op op : {Op::RMS_NORM, Op::ADD, Op::MUL, Op::SCALE, Op::SOFTCAP, Op::SWIGLU, Op::GEGLU, Op::SHORTCONV})
+            expect_ok(spec(op, 320, 0, T));
+        for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+            expect_ok(spec(Op::GET_ROWS, 256, 300, T, t));
+    }
+}
+
+TEST(OpCheck, RopeAndAttention) {
+    for (bool neox : {false, true}) {
+        OpSpec s = spec(Op::ROPE, 0, 0, 5);
+        s.neox = neox;
+        s.n_past = 40;
+        expect_ok(s);
+    }
+    for (int64_t T : {1, 4, 20}) {
+        OpSpec s = spec(Op::ATTENTION, 0, 0, T);
+        s.n_past = 37;
+        expect_ok(s);
+        s.window = 16;
+        expect_ok(s);
+        s.window = 0;
+        s.softcap = 30.0f;
+        s.head_dim = 128;
+        s.n_head = 8;
+        s.n_kv_head = 8;
+        expect_ok(s);
+    }
+}
+
+TEST(OpCheck, MixtureOfExperts) {
+    for (int64_t T : {1, 6}) {
+        OpSpec s = spec(Op::MOE_TOPK, 0, 0, T);
+        expect_ok(s);
+        s.op = Op::MOE_WEIGHTS;
+        expect_ok(s);
+        for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K}) expect_ok(spec(Op::MOE_EXPERTS, 256, 256, T, t));
+    }
+}
+
+// A backend whose ADD multiplies: the harness must report it, not pass it.
+class WrongAdd : public cpu::CpuBackend {
+public:
+    WrongAdd() : cpu::CpuBackend(1) {}
+    const char* name() const override { return "wrong-add"; }
+    Device device() const override { return Device::STANDIN; }
+    std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override {
+        struct Seg : Segment {
+            WrongAdd& b;
+            std::vector<Node> nodes;
+            Seg(WrongAdd& bb, const std::vector<const Node*>& ns) : b(bb) {
+                for (const Node* n : ns) nodes.push_back(*n);
+            }
+            void run(NodeTimer* t) override {
+                for (Node& n : nodes) {
+                    if (n.op == Op::ADD) n.op = Op::MUL;
+                    b.run(n);
+                    if (t) t->record(n, 1e-6);
+                }
+            }
+        };
+        return std::make_unique<Seg>(*this, nodes);
+    }
+};
+
+TEST(OpCheck, CatchesAWrongKernel) {
+    WrongAdd wrong;
+    const OpCheck c = check_op(wrong, spec(Op::ADD, 256, 0, 3), 1);
+    EXPECT_TRUE(c.supported);
+    EXPECT_FALSE(c.ok) << "a MUL posing as ADD passed with error " << c.max_err;
+    const OpCheck m = check_op(wrong, spec(Op::MUL, 256, 0, 3), 1);
+    EXPECT_TRUE(m.ok) << "the unchanged op: error " << m.max_err;
+}
+
+}  // namespace
+}  // namespace glia
