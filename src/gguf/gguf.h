@@ -162,7 +162,7 @@ private:
     };
     template <typename Sink> void emit(Sink& sink) const;
     uint64_t data_section_start(uint64_t header_bytes) const;
-    Value own(const Value& v, const std::string& key, int depth);
+    Value own(const Value& v);
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kvs_;
     std::vector<PendingTensor> tensors_;

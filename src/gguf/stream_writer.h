@@ -1,5 +1,6 @@
 // A GGUF v3 writer that streams tensor data to disk, for files too large to hold in
-// memory (quantizing or synthesizing a multi-GB model).
+// memory (quantizing or synthesizing a multi-GB model). Encoding and validation are the
+// whole-file Writer's (encode.h); only the key semantics and the data path differ.
 //
 // Declare every key and tensor first (name, type, shape: the header is then fully known),
 // then open() writes the header and each tensor's data is appended in declaration order,
@@ -18,17 +19,17 @@
 #include "core/dtype.h"
 #include "gguf/gguf.h"
 
-namespace glia::tools {
+namespace glia::gguf {
 
-class GgufStreamWriter {
+class StreamWriter {
 public:
-    GgufStreamWriter() = default;
-    ~GgufStreamWriter();
-    GgufStreamWriter(const GgufStreamWriter&) = delete;
-    GgufStreamWriter& operator=(const GgufStreamWriter&) = delete;
+    StreamWriter() = default;
+    ~StreamWriter();
+    StreamWriter(const StreamWriter&) = delete;
+    StreamWriter& operator=(const StreamWriter&) = delete;
 
     // Metadata (before open()).
-    void set(const std::string& key, const gguf::Value& v);
+    void set(const std::string& key, const Value& v);
     void set_u32(const std::string& key, uint32_t v);
     void set_f32(const std::string& key, float v);
     void set_bool(const std::string& key, bool v);
@@ -72,4 +73,4 @@ private:
     uint64_t cur_done_ = 0;   // bytes of it written
 };
 
-}  // namespace glia::tools
+}  // namespace glia::gguf

@@ -1,4 +1,4 @@
-#include "tools/synth.h"
+#include "synth/synth.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,18 +7,18 @@
 
 #include "core/error.h"
 #include "core/f16.h"
+#include "core/parallel.h"
+#include "core/progress.h"
 #include "gguf/gguf.h"
+#include "gguf/stream_writer.h"
 #include "quant/quant.h"
-#include "tools/gguf_stream.h"
-#include "tools/parallel.h"
-#include "tools/progress.h"
 
-namespace glia::tools {
+namespace glia::synth {
 namespace {
 
-SynthShape shape(const char* name, const char* arch, int embd, int layers, int heads, int kv, int ff, int hd,
+Shape shape(const char* name, const char* arch, int embd, int layers, int heads, int kv, int ff, int hd,
                  double rope, bool qk_norm, int ctx, float eps, const char* vocab) {
-    SynthShape s;
+    Shape s;
     s.name = name; s.arch = arch; s.n_embd = embd; s.n_layer = layers; s.n_head = heads; s.n_head_kv = kv;
     s.n_ff = ff; s.head_dim = hd; s.rope_base = rope; s.qk_norm = qk_norm; s.n_ctx_train = ctx; s.norm_eps = eps;
     s.vocab_hint = vocab;
@@ -71,7 +71,7 @@ struct TensorSpec {
     Init init;
 };
 
-std::vector<TensorSpec> tensor_specs(const SynthShape& s, int64_t n_vocab) {
+std::vector<TensorSpec> tensor_specs(const Shape& s, int64_t n_vocab) {
     const int64_t E = s.n_embd, Dq = int64_t(s.n_head) * s.head_dim, Dkv = int64_t(s.n_head_kv) * s.head_dim;
     std::vector<TensorSpec> t;
     auto w = [&](std::string n, std::vector<int64_t> ne) { t.push_back({std::move(n), std::move(ne), DType::F16, Init::Normal}); };
@@ -105,7 +105,7 @@ std::vector<TensorSpec> tensor_specs(const SynthShape& s, int64_t n_vocab) {
     return t;
 }
 
-void check_shape(const SynthShape& s) {
+void check_shape(const Shape& s) {
     const std::string w = cat("shape '", s.name, "': ");
     if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "qwen3moe")
         fail(w, "architecture '", s.arch, "' is not one synth can write (llama, qwen3, qwen3moe)");
@@ -125,16 +125,16 @@ void check_shape(const SynthShape& s) {
 
 }  // namespace
 
-const std::vector<SynthShape>& synth_shapes() {
-    static const std::vector<SynthShape> shapes = [] {
-        std::vector<SynthShape> v;
+const std::vector<Shape>& shapes() {
+    static const std::vector<Shape> all = [] {
+        std::vector<Shape> v;
         const char* bpe = "vocab/ggml-vocab-llama-bpe.gguf";
         const char* qwen = "vocab/ggml-vocab-qwen2.gguf";
         v.push_back(shape("llama3-1b", "llama", 2048, 16, 32, 8, 8192, 64, 5e5, false, 131072, 1e-5f, bpe));
         v.push_back(shape("llama3-8b", "llama", 4096, 32, 32, 8, 14336, 128, 5e5, false, 131072, 1e-5f, bpe));
         v.push_back(shape("qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 128, 1e6, true, 40960, 1e-6f, qwen));
         v.push_back(shape("qwen3-8b", "qwen3", 4096, 36, 32, 8, 12288, 128, 1e6, true, 40960, 1e-6f, qwen));
-        SynthShape moe = shape("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 1e6, true, 40960, 1e-6f, qwen);
+        Shape moe = shape("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 1e6, true, 40960, 1e-6f, qwen);
         moe.n_expert = 128;
         moe.n_expert_used = 8;
         moe.n_ff_exp = 768;
@@ -143,18 +143,18 @@ const std::vector<SynthShape>& synth_shapes() {
         v.push_back(shape("tiny", "llama", 256, 2, 4, 2, 256, 64, 5e5, false, 8192, 1e-5f, "models/stories260K.gguf"));
         return v;
     }();
-    return shapes;
+    return all;
 }
 
-const SynthShape* find_synth_shape(const std::string& name) {
-    for (const auto& s : synth_shapes())
+const Shape* find_shape(const std::string& name) {
+    for (const auto& s : shapes())
         if (s.name == name) return &s;
     return nullptr;
 }
 
-SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
+Result write_model(const std::string& out_path, const Options& opt) {
     const auto t0 = std::chrono::steady_clock::now();
-    const SynthShape& s = opt.shape;
+    const Shape& s = opt.shape;
     check_shape(s);
     auto vocab = gguf::File::open(opt.vocab_path);
     const gguf::Value* tokens = vocab->find("tokenizer.ggml.tokens");
@@ -172,7 +172,7 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
     for (size_t i : order)
         types[i] = planner.choose(specs[i].name, specs[i].src, static_cast<int>(specs[i].ne.size()), specs[i].ne[0]);
 
-    GgufStreamWriter w;
+    gguf::StreamWriter w;
     const std::string& a = s.arch;
     w.set_str("general.architecture", a);
     w.set_str("general.name", "synth " + s.name);
@@ -238,7 +238,7 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
     w.finish();
     bar.done();
 
-    SynthResult r;
+    Result r;
     r.n_tensors = static_cast<int>(specs.size());
     r.n_params = total;
     r.n_vocab = static_cast<int>(n_vocab);
@@ -247,4 +247,4 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
     return r;
 }
 
-}  // namespace glia::tools
+}  // namespace glia::synth

@@ -9,7 +9,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/session.h"
-#include "tools_test_util.h"
+#include "cli_util.h"
 
 namespace glia::test {
 namespace {

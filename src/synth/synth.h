@@ -13,9 +13,9 @@
 
 #include "quant/mix.h"
 
-namespace glia::tools {
+namespace glia::synth {
 
-struct SynthShape {
+struct Shape {
     std::string name;
     std::string arch;         // llama, qwen3, qwen3moe
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, head_dim = 0;
@@ -28,12 +28,12 @@ struct SynthShape {
 };
 
 // The named shapes (llama3-1b, llama3-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, tiny).
-const std::vector<SynthShape>& synth_shapes();
+const std::vector<Shape>& shapes();
 // nullptr when unknown.
-const SynthShape* find_synth_shape(const std::string& name);
+const Shape* find_shape(const std::string& name);
 
-struct SynthOptions {
-    SynthShape shape;
+struct Options {
+    Shape shape;
     quant::FileType ftype = quant::FileType::MOSTLY_F16;
     std::string vocab_path;   // tokenizer.* keys are copied from this GGUF
     uint64_t seed = 42;
@@ -41,7 +41,7 @@ struct SynthOptions {
     bool progress = true;
 };
 
-struct SynthResult {
+struct Result {
     int n_tensors = 0;
     uint64_t n_params = 0;
     uint64_t file_bytes = 0;
@@ -51,6 +51,6 @@ struct SynthResult {
 
 // Throws glia::Error on bad shapes (e.g. heads not dividing) or I/O errors; no partial
 // file is left behind.
-SynthResult synth_model(const std::string& out_path, const SynthOptions& opt);
+Result write_model(const std::string& out_path, const Options& opt);
 
-}  // namespace glia::tools
+}  // namespace glia::synth

@@ -7,16 +7,16 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
-#include "tools/gguf_stream.h"
-#include "tools_test_util.h"
+#include "cli_util.h"
+#include "gguf/stream_writer.h"
 
 namespace glia::test {
 namespace {
 
-TEST(GgufStream, RoundTripInPieces) {
+TEST(StreamWriter, RoundTripInPieces) {
     ScratchDir dir("stream");
     const std::string path = dir.file("a.gguf");
-    tools::GgufStreamWriter w;
+    gguf::StreamWriter w;
     w.set_str("general.architecture", "llama");
     w.set_u32("general.file_type", 1);
     w.set_f32("x.eps", 1e-5f);
@@ -57,11 +57,11 @@ TEST(GgufStream, RoundTripInPieces) {
     EXPECT_EQ(0, std::memcmp(t1.data, h, sizeof h));
 }
 
-TEST(GgufStream, ErrorsLeaveNoFile) {
+TEST(StreamWriter, ErrorsLeaveNoFile) {
     ScratchDir dir("stream-err");
     const std::string path = dir.file("b.gguf");
     {
-        tools::GgufStreamWriter w;
+        gguf::StreamWriter w;
         w.add_tensor("t", DType::F32, {4});
         EXPECT_THROW(w.add_tensor("t", DType::F32, {4}), Error);          // duplicate
         EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {16}), Error);        // row not a block multiple
@@ -71,7 +71,7 @@ TEST(GgufStream, ErrorsLeaveNoFile) {
     }
     EXPECT_FALSE(std::filesystem::exists(path));
     {
-        tools::GgufStreamWriter w;
+        gguf::StreamWriter w;
         w.add_tensor("t", DType::F32, {4});
         w.open(path);
         const float x[2] = {};
