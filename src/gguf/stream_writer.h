@@ -46,6 +46,9 @@ public:
     size_t tensor_count() const { return tensors_.size(); }
     // Total file size once written.
     uint64_t file_size() const;
+    // The header as open() writes it (without the padding before the data): with
+    // File::header_only, the file's metadata and tensor list without writing the file.
+    std::string header() const;
 
     // Creates the temporary file and writes the header.
     void open(const std::string& path);
@@ -58,7 +61,6 @@ public:
 private:
     struct KVBytes { std::string key; std::string bytes; };  // bytes: type + payload
     struct TensorDecl { std::string name; DType type; std::vector<int64_t> ne; uint64_t nbytes, offset; };
-    std::string header() const;
     uint64_t data_start() const;
     void put(const void* p, size_t n);
     void abandon();

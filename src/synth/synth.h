@@ -8,9 +8,11 @@
 // run on all threads; the result depends only on the seed, not on the thread count.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "quant/mix.h"
 
 namespace glia::synth {
@@ -25,6 +27,7 @@ struct Shape {
     int n_ctx_train = 4096;
     float norm_eps = 1e-5f;
     std::string vocab_hint;   // the vocabulary file the shape is meant for
+    int n_vocab = 0;          // the real model's vocabulary size (used without a vocabulary file)
 };
 
 // The named shapes (llama3-1b, llama3-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, tiny).
@@ -48,6 +51,12 @@ struct Result {
     int n_vocab = 0;
     double seconds = 0;
 };
+
+// The file write_model would write, as a header without tensor data: its metadata and
+// every tensor's name, final type and shape (so its byte count), for planning a shape
+// without writing it. Without opt.vocab_path the tokenizer keys are left out and the
+// shape's n_vocab gives the vocabulary size.
+std::unique_ptr<gguf::File> model_header(const Options& opt);
 
 // Throws glia::Error on bad shapes (e.g. heads not dividing) or I/O errors; no partial
 // file is left behind.
