@@ -73,6 +73,9 @@ public:
     static std::unique_ptr<File> open(const std::string& path);
     // Parses an in-memory image (tests, fuzzing). `name` is used in error messages.
     static std::unique_ptr<File> from_memory(std::vector<uint8_t> bytes, std::string name);
+    // Parses a header alone (metadata and tensor infos, no data section): a file's layout
+    // for planning, before or instead of writing it. Every tensor's data is nullptr.
+    static std::unique_ptr<File> header_only(std::vector<uint8_t> header, std::string name);
     ~File();
     File(const File&) = delete;
     File& operator=(const File&) = delete;
@@ -83,6 +86,7 @@ public:
     uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
     uint64_t file_size() const { return size_; }
     const uint8_t* bytes() const { return base_; }
+    bool has_data() const { return !header_only_; }  // false: made by header_only()
 
     const std::vector<KV>& kvs() const { return kvs_; }
     const Value* find(std::string_view key) const;  // nullptr when absent
@@ -115,6 +119,7 @@ private:
     uint64_t size_ = 0;
     void* map_ = nullptr;             // mmap'd region (or nullptr)
     std::vector<uint8_t> owned_;      // from_memory storage
+    bool header_only_ = false;
     std::vector<KV> kvs_;
     std::vector<TensorInfo> tensors_;
     // Name -> index; the views point into the file image, which outlives them.
@@ -162,7 +167,7 @@ private:
     };
     template <typename Sink> void emit(Sink& sink) const;
     uint64_t data_section_start(uint64_t header_bytes) const;
-    Value own(const Value& v, const std::string& key, int depth);
+    Value own(const Value& v);
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kvs_;
     std::vector<PendingTensor> tensors_;

@@ -252,6 +252,17 @@ std::unique_ptr<File> File::from_memory(std::vector<uint8_t> bytes, std::string 
     return f;
 }
 
+std::unique_ptr<File> File::header_only(std::vector<uint8_t> header, std::string name) {
+    std::unique_ptr<File> f(new File());
+    f->path_ = std::move(name);
+    f->owned_ = std::move(header);
+    f->base_ = f->owned_.data();
+    f->size_ = f->owned_.size();
+    f->header_only_ = true;
+    f->parse();
+    return f;
+}
+
 File::~File() {
     if (map_) munmap(map_, static_cast<size_t>(size_));
 }
@@ -371,6 +382,7 @@ void File::parse() {
     // The data section starts at the next aligned offset after the header.
     const uint64_t header_end = c.pos();
     data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;  // no overflow: header_end <= size
+    if (header_only_) return;  // no data: tensors keep data == nullptr
     if (!tensors_.empty() && data_offset_ > size_)
         fail(path_, ": offset ", header_end, ": tensor data section: starts at ", data_offset_,
              ", past the end of the file (", size_, " bytes): truncated");

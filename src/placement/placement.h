@@ -40,6 +40,14 @@ struct Placement {
     int n_ctx = 0;                    // context the KV estimate was made for
     int n_seq = 1;                    // sequences (recurrent state slots)
     std::vector<DeviceUsage> usage;   // per device, parallel to devices
+    // A tied LM head (no output.weight: it reads token_embd.weight) on another device than
+    // the embeddings: devices[output] holds a copy of token_embd.weight (counted in usage).
+    bool output_copies_embeddings = false;
+    int n_ctx_asked = 0;              // the context asked for; n_ctx < n_ctx_asked: shrunk to fit
+    int n_batch = 0;                  // tokens per step the scratch estimate was made for
+    // What the planner decided on the user's behalf, one line each (context shrunk, layers
+    // left on the CPU by the fit, -ngl ignored without an accelerator ...): never silent.
+    std::vector<std::string> notes;
 
     // Everything on the CPU.
     static Placement all_cpu(int n_layer);
@@ -48,7 +56,26 @@ struct Placement {
     // "output*" -> output).
     int device_of_tensor(const std::string& name) const;
     int n_gpu_layers() const;         // layers not on devices[0]
+    bool ctx_shrunk() const { return n_ctx_asked > 0 && n_ctx < n_ctx_asked; }
 };
+
+// What a GGUF tensor is to the placement, by its name.
+enum class TensorRole {
+    EMBEDDINGS,  // token_embd.weight: a row lookup
+    OUTPUT,      // final norm, LM head, and every other tensor outside the blocks
+    LAYER,       // blk.N.*
+    EXPERT,      // blk.N.ffn_{gate,up,down,gate_up}_exps.*: MoE expert tensors (--cpu-moe)
+};
+struct TensorSite {
+    TensorRole role = TensorRole::OUTPUT;
+    int layer = -1;  // LAYER, EXPERT: the block index
+};
+TensorSite tensor_site(const std::string& name);
+
+// Parses a --gpu-mem list: sizes separated by commas, each a number with an optional
+// binary unit (K, M, G, T, also written KiB, GB ...; none: bytes): "24G,24G", "1.5GiB".
+// Throws Error naming the item that is wrong.
+std::vector<size_t> parse_memory_list(const std::string& list);
 
 // What the user asked for.
 struct PlanRequest {

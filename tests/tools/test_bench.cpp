@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "tools_test_util.h"
+#include "cli_util.h"
 
 namespace glia::test {
 namespace {

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "quant/mix.h"
-#include "tools/quantize_file.h"
+#include "quant/quantize_file.h"
 
 namespace glia::cli {
 namespace {
@@ -36,7 +36,7 @@ int cmd_quantize(const std::vector<std::string>& argv) {
     const std::string in = pos[0];
     const std::string out = pos.size() == 3 ? pos[1] : "";
     const std::string type_name = pos.back();
-    tools::QuantizeOptions opt;
+    quant::QuantizeOptions opt;
     if (!quant::file_type_from_name(type_name, opt.ftype))
         fail("unknown quantization type '", type_name, "'; choose one of: ", quant::file_type_names());
     opt.n_threads = static_cast<int>(a.integer("-t"));
@@ -46,7 +46,7 @@ int cmd_quantize(const std::vector<std::string>& argv) {
     const bool json = a.has("--json");
     opt.progress = !json;
 
-    const tools::QuantizeResult r = dry ? tools::plan_quantize(in, opt) : tools::quantize_file(in, out, opt);
+    const quant::QuantizeResult r = dry ? quant::plan_quantize(in, opt) : quant::quantize_file(in, out, opt);
 
     uint64_t in_b = 0, out_b = 0;
     std::map<std::string, int> counts;

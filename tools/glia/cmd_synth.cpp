@@ -6,12 +6,12 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "quant/mix.h"
-#include "tools/synth.h"
+#include "synth/synth.h"
 
 namespace glia::cli {
 namespace {
 
-std::string shape_line(const tools::SynthShape& s) {
+std::string shape_line(const synth::Shape& s) {
     std::string l = cat(s.name, ": ", s.arch, " embd ", s.n_embd, ", ", s.n_layer, " layers, ", s.n_head, "/",
                         s.n_head_kv, " heads, head dim ", s.head_dim);
     if (s.n_expert) l += cat(", ", s.n_expert, " experts (", s.n_expert_used, " used) of ffn ", s.n_ff_exp);
@@ -43,14 +43,14 @@ int cmd_synth(const std::vector<std::string>& argv) {
         .flag("--json", "print the result as JSON");
     if (!a.parse(argv)) return 0;
     if (a.has("--list-shapes")) {
-        for (const auto& s : tools::synth_shapes()) std::printf("%s\n", shape_line(s).c_str());
+        for (const auto& s : synth::shapes()) std::printf("%s\n", shape_line(s).c_str());
         return 0;
     }
     if (a.positional().size() != 1) fail("usage: glia synth OUT.gguf --shape NAME --vocab-from VOCAB.gguf (see --help)");
     if (!a.has("--shape")) fail("no --shape given; one of: llama3-1b, llama3-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, tiny (see --list-shapes)");
-    const tools::SynthShape* base = tools::find_synth_shape(a.str("--shape"));
+    const synth::Shape* base = synth::find_shape(a.str("--shape"));
     if (!base) fail("unknown shape '", a.str("--shape"), "' (see 'glia synth --list-shapes')");
-    tools::SynthOptions o;
+    synth::Options o;
     o.shape = *base;
     auto over = [&](const char* opt, int& field) {
         if (!a.has(opt)) return;
@@ -84,7 +84,7 @@ int cmd_synth(const std::vector<std::string>& argv) {
     o.progress = !json;
 
     const std::string out = a.positional()[0];
-    const tools::SynthResult r = tools::synth_model(out, o);
+    const synth::Result r = synth::write_model(out, o);
     const std::string type = quant::file_type_name(static_cast<uint32_t>(o.ftype));
     if (json) {
         json::Writer w;

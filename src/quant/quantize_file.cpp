@@ -1,17 +1,17 @@
-#include "tools/quantize_file.h"
+#include "quant/quantize_file.h"
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "gguf/gguf.h"
+#include "gguf/stream_writer.h"
+#include "quant/convert.h"
 #include "quant/quant.h"
-#include "tools/convert.h"
-#include "tools/gguf_stream.h"
-#include "tools/progress.h"
 
-namespace glia::tools {
+namespace glia::quant {
 namespace {
 
 bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -28,8 +28,8 @@ QuantizeResult plan(const gguf::File& f, const QuantizeOptions& opt) {
     const auto& ts = f.tensors();
     std::vector<std::string> names;
     for (const auto& t : ts) names.push_back(t.name);
-    quant::MixPlanner planner(opt.ftype, quant::model_facts(f), opt.pure);
-    for (size_t i : quant::reference_order(names)) {
+    MixPlanner planner(opt.ftype, model_facts(f), opt.pure);
+    for (size_t i : reference_order(names)) {
         const gguf::TensorInfo& t = ts[i];
         TensorPlan p;
         p.name = t.name;
@@ -42,9 +42,9 @@ QuantizeResult plan(const gguf::File& f, const QuantizeOptions& opt) {
             if (!is_float_type(p.from) && !opt.allow_requantize)
                 fail(f.path(), ": tensor '", t.name, "' is already quantized (", dtype_name(p.from),
                      "); quantize from an F32, F16 or BF16 file, or pass --allow-requantize (quality suffers)");
-            if (!quant::supported(p.from))
+            if (!supported(p.from))
                 fail(f.path(), ": tensor '", t.name, "' has type ", dtype_name(p.from), ", which glia cannot read");
-            quant::traits(p.to);  // the target must be writable
+            traits(p.to);  // the target must be writable
         }
         r.tensors.push_back(std::move(p));
     }
@@ -67,7 +67,7 @@ QuantizeResult quantize_file(const std::string& in_path, const std::string& out_
     auto f = gguf::File::open(in_path);
     QuantizeResult r = plan(*f, opt);
 
-    GgufStreamWriter w;
+    gguf::StreamWriter w;
     // Every key of the input in its order, then the quantization version and file type
     // (moved to the end, as the reference writes them). Split-file keys are dropped.
     for (const auto& kv : f->kvs()) {
@@ -109,4 +109,4 @@ QuantizeResult quantize_file(const std::string& in_path, const std::string& out_
     return r;
 }
 
-}  // namespace glia::tools
+}  // namespace glia::quant

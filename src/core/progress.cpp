@@ -1,4 +1,4 @@
-#include "tools/progress.h"
+#include "core/progress.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <unistd.h>
 
-namespace glia::tools {
+namespace glia {
 
 bool Progress::stderr_is_terminal() {
     if (const char* e = std::getenv("GLIA_PROGRESS"); e && *e) return std::strcmp(e, "0") != 0;
@@ -67,4 +67,4 @@ void Progress::draw(bool force) {
     std::fflush(stderr);
 }
 
-}  // namespace glia::tools
+}  // namespace glia

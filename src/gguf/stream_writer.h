@@ -1,5 +1,6 @@
 // A GGUF v3 writer that streams tensor data to disk, for files too large to hold in
-// memory (quantizing or synthesizing a multi-GB model).
+// memory (quantizing or synthesizing a multi-GB model). Encoding and validation are the
+// whole-file Writer's (encode.h); only the key semantics and the data path differ.
 //
 // Declare every key and tensor first (name, type, shape: the header is then fully known),
 // then open() writes the header and each tensor's data is appended in declaration order,
@@ -18,17 +19,17 @@
 #include "core/dtype.h"
 #include "gguf/gguf.h"
 
-namespace glia::tools {
+namespace glia::gguf {
 
-class GgufStreamWriter {
+class StreamWriter {
 public:
-    GgufStreamWriter() = default;
-    ~GgufStreamWriter();
-    GgufStreamWriter(const GgufStreamWriter&) = delete;
-    GgufStreamWriter& operator=(const GgufStreamWriter&) = delete;
+    StreamWriter() = default;
+    ~StreamWriter();
+    StreamWriter(const StreamWriter&) = delete;
+    StreamWriter& operator=(const StreamWriter&) = delete;
 
     // Metadata (before open()).
-    void set(const std::string& key, const gguf::Value& v);
+    void set(const std::string& key, const Value& v);
     void set_u32(const std::string& key, uint32_t v);
     void set_f32(const std::string& key, float v);
     void set_bool(const std::string& key, bool v);
@@ -45,6 +46,9 @@ public:
     size_t tensor_count() const { return tensors_.size(); }
     // Total file size once written.
     uint64_t file_size() const;
+    // The header as open() writes it (without the padding before the data): with
+    // File::header_only, the file's metadata and tensor list without writing the file.
+    std::string header() const;
 
     // Creates the temporary file and writes the header.
     void open(const std::string& path);
@@ -57,7 +61,6 @@ public:
 private:
     struct KVBytes { std::string key; std::string bytes; };  // bytes: type + payload
     struct TensorDecl { std::string name; DType type; std::vector<int64_t> ne; uint64_t nbytes, offset; };
-    std::string header() const;
     uint64_t data_start() const;
     void put(const void* p, size_t n);
     void abandon();
@@ -72,4 +75,4 @@ private:
     uint64_t cur_done_ = 0;   // bytes of it written
 };
 
-}  // namespace glia::tools
+}  // namespace glia::gguf

@@ -9,10 +9,10 @@
 #include "core/dtype.h"
 #include "quant/mix.h"
 
-namespace glia::tools {
+namespace glia::quant {
 
 struct QuantizeOptions {
-    quant::FileType ftype = quant::FileType::Q8_0;
+    FileType ftype = FileType::Q8_0;
     int n_threads = 0;              // 0: all cores
     bool pure = false;              // base type everywhere (no mix rules)
     bool allow_requantize = false;  // accept already-quantized input tensors
@@ -39,4 +39,4 @@ QuantizeResult plan_quantize(const std::string& in_path, const QuantizeOptions& 
 // partial output file is left behind.
 QuantizeResult quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opt);
 
-}  // namespace glia::tools
+}  // namespace glia::quant

@@ -7,16 +7,16 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
-#include "tools/gguf_stream.h"
-#include "tools_test_util.h"
+#include "cli_util.h"
+#include "gguf/stream_writer.h"
 
 namespace glia::test {
 namespace {
 
-TEST(GgufStream, RoundTripInPieces) {
+TEST(StreamWriter, RoundTripInPieces) {
     ScratchDir dir("stream");
     const std::string path = dir.file("a.gguf");
-    tools::GgufStreamWriter w;
+    gguf::StreamWriter w;
     w.set_str("general.architecture", "llama");
     w.set_u32("general.file_type", 1);
     w.set_f32("x.eps", 1e-5f);
@@ -57,11 +57,11 @@ TEST(GgufStream, RoundTripInPieces) {
     EXPECT_EQ(0, std::memcmp(t1.data, h, sizeof h));
 }
 
-TEST(GgufStream, ErrorsLeaveNoFile) {
+TEST(StreamWriter, ErrorsLeaveNoFile) {
     ScratchDir dir("stream-err");
     const std::string path = dir.file("b.gguf");
     {
-        tools::GgufStreamWriter w;
+        gguf::StreamWriter w;
         w.add_tensor("t", DType::F32, {4});
         EXPECT_THROW(w.add_tensor("t", DType::F32, {4}), Error);          // duplicate
         EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {16}), Error);        // row not a block multiple
@@ -71,7 +71,7 @@ TEST(GgufStream, ErrorsLeaveNoFile) {
     }
     EXPECT_FALSE(std::filesystem::exists(path));
     {
-        tools::GgufStreamWriter w;
+        gguf::StreamWriter w;
         w.add_tensor("t", DType::F32, {4});
         w.open(path);
         const float x[2] = {};
@@ -80,6 +80,29 @@ TEST(GgufStream, ErrorsLeaveNoFile) {
     }
     EXPECT_FALSE(std::filesystem::exists(path));
     EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(path).parent_path()));
+}
+
+// The header alone parses as a data-less File: the layout of a file before writing it.
+TEST(StreamWriter, HeaderOnlyFileHasTheLayoutWithoutData) {
+    gguf::StreamWriter w;
+    w.set_str("general.architecture", "llama");
+    w.set_u32("general.alignment", 64);
+    w.add_tensor("a", DType::F32, {7});
+    w.add_tensor("b", DType::Q8_0, {64, 3});
+    const std::string h = w.header();
+    auto f = gguf::File::header_only(std::vector<uint8_t>(h.begin(), h.end()), "layout");
+    EXPECT_FALSE(f->has_data());
+    EXPECT_EQ(f->get<std::string>("general.architecture"), "llama");
+    ASSERT_EQ(f->tensors().size(), 2u);
+    EXPECT_EQ(f->tensor("a").nbytes, 28u);
+    EXPECT_EQ(f->tensor("b").nbytes, w.tensor_bytes(1));
+    EXPECT_EQ(f->tensor("b").offset, 64u);
+    EXPECT_EQ(f->tensor("b").data, nullptr);
+    EXPECT_EQ(f->data_offset() + 64 + ((w.tensor_bytes(1) + 63) / 64) * 64, w.file_size());
+    // A cut header is still an error naming the field.
+    EXPECT_THROW(gguf::File::header_only(std::vector<uint8_t>(h.begin(), h.end() - 5), "cut"), Error);
+    // The normal parse still requires the data.
+    EXPECT_THROW(gguf::File::from_memory(std::vector<uint8_t>(h.begin(), h.end()), "no-data"), Error);
 }
 
 }  // namespace

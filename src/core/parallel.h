@@ -1,5 +1,11 @@
 // Runs fn(begin, end) over [0, n) split into contiguous chunks on n_threads threads
 // (the caller's thread takes part). The first exception thrown by a worker is rethrown.
+//
+// For the offline file pipeline (quantize, synth): threads are started per call, which
+// costs microseconds against chunks of megabytes. The engine's loops use the persistent,
+// spinning pool of the CPU backend instead (backend/cpu/threadpool.h), which is built for
+// ops microseconds apart; the two overlap in purpose but not in cost model, so they stay
+// separate until the pool can also carry exceptions and a minimum chunk size.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace glia::tools {
+namespace glia {
 
 // 0 or negative: all hardware threads.
 inline int resolve_threads(int n) {
@@ -46,4 +52,4 @@ void parallel_for(int64_t n, int n_threads, int64_t min_chunk, Fn&& fn) {
     if (err) std::rethrow_exception(err);
 }
 
-}  // namespace glia::tools
+}  // namespace glia

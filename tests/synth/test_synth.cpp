@@ -9,7 +9,8 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/session.h"
-#include "tools_test_util.h"
+#include "synth/synth.h"
+#include "cli_util.h"
 
 namespace glia::test {
 namespace {
@@ -93,6 +94,49 @@ TEST(Synth, F16ThenQuantizeEqualsDirectAndThreadIndependent) {
     ASSERT_EQ(0, run_glia(cat("synth ", dir.file("s8.gguf"), " --shape tiny --seed 8 --vocab-from ", vocab), &log)) << log;
     auto g = gguf::File::open(dir.file("s8.gguf"));
     EXPECT_NE(0, std::memcmp(g->tensor("blk.0.ffn_up.weight").data, t.data, t.nbytes));
+}
+
+// The header model_header() computes without writing is the written file's header: same
+// keys (but the tokenizer's when no vocabulary is given), same tensors, types and sizes.
+TEST(Synth, ModelHeaderIsTheWrittenFilesLayout) {
+    ScratchDir dir("synth-header");
+    std::string log;
+    ASSERT_EQ(0, run_glia(cat("synth ", dir.file("t.gguf"), " --shape tiny --type q4_k_m --vocab-from ", stories()), &log))
+        << log;
+    auto written = gguf::File::open(dir.file("t.gguf"));
+    synth::Options o;
+    o.shape = *synth::find_shape("tiny");
+    o.ftype = quant::FileType::Q4_K_M;
+    for (bool with_vocab : {true, false}) {
+        SCOPED_TRACE(with_vocab);
+        o.vocab_path = with_vocab ? stories() : "";
+        auto h = synth::model_header(o);
+        EXPECT_FALSE(h->has_data());
+        EXPECT_EQ(h->path(), "synth tiny Q4_K_M");
+        ASSERT_EQ(h->tensors().size(), written->tensors().size());
+        for (size_t i = 0; i < h->tensors().size(); ++i) {
+            const auto& a = h->tensors()[i];
+            const auto& b = written->tensors()[i];
+            EXPECT_EQ(a.name, b.name);
+            EXPECT_EQ(a.type, b.type) << a.name;
+            EXPECT_EQ(shape_of(a), shape_of(b)) << a.name;
+            EXPECT_EQ(a.nbytes, b.nbytes) << a.name;
+            EXPECT_EQ(a.offset, b.offset) << a.name;
+            EXPECT_EQ(a.data, nullptr);
+        }
+        size_t n_keys = 0;
+        for (const auto& kv : written->kvs()) {
+            if (!with_vocab && kv.key.rfind("tokenizer.", 0) == 0) continue;
+            ++n_keys;
+            EXPECT_TRUE(h->has(kv.key)) << kv.key;
+        }
+        EXPECT_EQ(h->kvs().size(), n_keys);
+        if (with_vocab) {
+            EXPECT_EQ(h->data_offset(), written->data_offset());
+        }
+    }
+    o.shape.n_head = 5;  // the same shape checks as writing
+    EXPECT_THROW(synth::model_header(o), Error);
 }
 
 TEST(Synth, Qwen3SmallShape) {

@@ -5,9 +5,9 @@
 
 #include "core/dtype.h"
 
-namespace glia::tools {
+namespace glia { class Progress; }
 
-class Progress;
+namespace glia::quant {
 
 // Converts n_rows rows of ne0 elements. dst must hold row_bytes(dst_type, ne0) * n_rows.
 // Equal types are copied. progress (optional) advances by the elements done.
@@ -18,4 +18,4 @@ void convert_rows(DType src_type, const void* src, DType dst_type, void* dst, in
 void quantize_rows(const float* src, DType dst_type, void* dst, int64_t ne0, int64_t n_rows, int n_threads,
                    Progress* progress = nullptr);
 
-}  // namespace glia::tools
+}  // namespace glia::quant

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-namespace glia::tools {
+namespace glia {
 
 class Progress {
 public:
@@ -33,4 +33,4 @@ private:
     std::chrono::steady_clock::time_point start_, last_;
 };
 
-}  // namespace glia::tools
+}  // namespace glia

@@ -1,14 +1,14 @@
-#include "tools/convert.h"
+#include "quant/convert.h"
 
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "quant/quant.h"
-#include "tools/parallel.h"
-#include "tools/progress.h"
+#include "core/parallel.h"
+#include "core/progress.h"
 
-namespace glia::tools {
+namespace glia::quant {
 namespace {
 constexpr int64_t kMinRowsPerThread = 4;
 }
@@ -21,8 +21,8 @@ void convert_rows(DType src_type, const void* src, DType dst_type, void* dst, in
         if (progress) progress->add(uint64_t(n_rows * ne0));
         return;
     }
-    const quant::TypeTraits& from = quant::traits(src_type);
-    const quant::TypeTraits& to = quant::traits(dst_type);
+    const TypeTraits& from = traits(src_type);
+    const TypeTraits& to = traits(dst_type);
     if (!from.dequantize_row) fail("cannot read tensors of type ", dtype_name(src_type));
     if (!to.quantize_row) fail("cannot write tensors of type ", dtype_name(dst_type));
     parallel_for(n_rows, n_threads, kMinRowsPerThread, [&](int64_t r0, int64_t r1) {
@@ -47,4 +47,4 @@ void quantize_rows(const float* src, DType dst_type, void* dst, int64_t ne0, int
     convert_rows(DType::F32, src, dst_type, dst, ne0, n_rows, n_threads, progress);
 }
 
-}  // namespace glia::tools
+}  // namespace glia::quant

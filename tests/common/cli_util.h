@@ -1,4 +1,4 @@
-// Helpers for the tools tests: a scratch directory and running the glia binary.
+// Helpers for tests of files and commands: a scratch directory and running the glia binary.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -12,7 +12,7 @@ namespace glia::test {
 class ScratchDir {
 public:
     explicit ScratchDir(const std::string& tag) {
-        path_ = std::filesystem::temp_directory_path() / ("glia-tools-" + tag + "-" + std::to_string(::getpid()));
+        path_ = std::filesystem::temp_directory_path() / ("glia-test-" + tag + "-" + std::to_string(::getpid()));
         std::filesystem::remove_all(path_);
         std::filesystem::create_directories(path_);
     }

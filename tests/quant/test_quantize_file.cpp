@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/mix.h"
-#include "tools_test_util.h"
+#include "cli_util.h"
 
 namespace glia::test {
 namespace {
@@ -51,7 +51,7 @@ TEST_P(QuantizeMatchesReference, SameTypesAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Tools, QuantizeMatchesReference,
+    Mixes, QuantizeMatchesReference,
     ::testing::Values(Case{"tiny-llama-f16.gguf", "Q4_K_M", "tiny-llama-q4_k_m.gguf"},
                       Case{"tiny-llama-f16.gguf", "q8_0", "tiny-llama-q8_0.gguf"},
                       Case{"tiny-llama-f16.gguf", "q4_0", "tiny-llama-q4_0.gguf"},

@@ -8,14 +8,16 @@
 // run on all threads; the result depends only on the seed, not on the thread count.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "quant/mix.h"
 
-namespace glia::tools {
+namespace glia::synth {
 
-struct SynthShape {
+struct Shape {
     std::string name;
     std::string arch;         // llama, qwen3, qwen3moe
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, head_dim = 0;
@@ -25,15 +27,16 @@ struct SynthShape {
     int n_ctx_train = 4096;
     float norm_eps = 1e-5f;
     std::string vocab_hint;   // the vocabulary file the shape is meant for
+    int n_vocab = 0;          // the real model's vocabulary size (used without a vocabulary file)
 };
 
 // The named shapes (llama3-1b, llama3-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, tiny).
-const std::vector<SynthShape>& synth_shapes();
+const std::vector<Shape>& shapes();
 // nullptr when unknown.
-const SynthShape* find_synth_shape(const std::string& name);
+const Shape* find_shape(const std::string& name);
 
-struct SynthOptions {
-    SynthShape shape;
+struct Options {
+    Shape shape;
     quant::FileType ftype = quant::FileType::MOSTLY_F16;
     std::string vocab_path;   // tokenizer.* keys are copied from this GGUF
     uint64_t seed = 42;
@@ -41,7 +44,7 @@ struct SynthOptions {
     bool progress = true;
 };
 
-struct SynthResult {
+struct Result {
     int n_tensors = 0;
     uint64_t n_params = 0;
     uint64_t file_bytes = 0;
@@ -49,8 +52,14 @@ struct SynthResult {
     double seconds = 0;
 };
 
+// The file write_model would write, as a header without tensor data: its metadata and
+// every tensor's name, final type and shape (so its byte count), for planning a shape
+// without writing it. Without opt.vocab_path the tokenizer keys are left out and the
+// shape's n_vocab gives the vocabulary size.
+std::unique_ptr<gguf::File> model_header(const Options& opt);
+
 // Throws glia::Error on bad shapes (e.g. heads not dividing) or I/O errors; no partial
 // file is left behind.
-SynthResult synth_model(const std::string& out_path, const SynthOptions& opt);
+Result write_model(const std::string& out_path, const Options& opt);
 
-}  // namespace glia::tools
+}  // namespace glia::synth

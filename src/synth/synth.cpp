@@ -1,4 +1,4 @@
-#include "tools/synth.h"
+#include "synth/synth.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,21 +7,22 @@
 
 #include "core/error.h"
 #include "core/f16.h"
+#include "core/parallel.h"
+#include "core/progress.h"
 #include "gguf/gguf.h"
+#include "gguf/stream_writer.h"
 #include "quant/quant.h"
-#include "tools/gguf_stream.h"
-#include "tools/parallel.h"
-#include "tools/progress.h"
 
-namespace glia::tools {
+namespace glia::synth {
 namespace {
 
-SynthShape shape(const char* name, const char* arch, int embd, int layers, int heads, int kv, int ff, int hd,
-                 double rope, bool qk_norm, int ctx, float eps, const char* vocab) {
-    SynthShape s;
+Shape shape(const char* name, const char* arch, int embd, int layers, int heads, int kv, int ff, int hd,
+                 double rope, bool qk_norm, int ctx, float eps, const char* vocab, int n_vocab) {
+    Shape s;
     s.name = name; s.arch = arch; s.n_embd = embd; s.n_layer = layers; s.n_head = heads; s.n_head_kv = kv;
     s.n_ff = ff; s.head_dim = hd; s.rope_base = rope; s.qk_norm = qk_norm; s.n_ctx_train = ctx; s.norm_eps = eps;
     s.vocab_hint = vocab;
+    s.n_vocab = n_vocab;
     return s;
 }
 
@@ -71,7 +72,7 @@ struct TensorSpec {
     Init init;
 };
 
-std::vector<TensorSpec> tensor_specs(const SynthShape& s, int64_t n_vocab) {
+std::vector<TensorSpec> tensor_specs(const Shape& s, int64_t n_vocab) {
     const int64_t E = s.n_embd, Dq = int64_t(s.n_head) * s.head_dim, Dkv = int64_t(s.n_head_kv) * s.head_dim;
     std::vector<TensorSpec> t;
     auto w = [&](std::string n, std::vector<int64_t> ne) { t.push_back({std::move(n), std::move(ne), DType::F16, Init::Normal}); };
@@ -105,7 +106,7 @@ std::vector<TensorSpec> tensor_specs(const SynthShape& s, int64_t n_vocab) {
     return t;
 }
 
-void check_shape(const SynthShape& s) {
+void check_shape(const Shape& s) {
     const std::string w = cat("shape '", s.name, "': ");
     if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "qwen3moe")
         fail(w, "architecture '", s.arch, "' is not one synth can write (llama, qwen3, qwen3moe)");
@@ -125,54 +126,69 @@ void check_shape(const SynthShape& s) {
 
 }  // namespace
 
-const std::vector<SynthShape>& synth_shapes() {
-    static const std::vector<SynthShape> shapes = [] {
-        std::vector<SynthShape> v;
+const std::vector<Shape>& shapes() {
+    static const std::vector<Shape> all = [] {
+        std::vector<Shape> v;
         const char* bpe = "vocab/ggml-vocab-llama-bpe.gguf";
         const char* qwen = "vocab/ggml-vocab-qwen2.gguf";
-        v.push_back(shape("llama3-1b", "llama", 2048, 16, 32, 8, 8192, 64, 5e5, false, 131072, 1e-5f, bpe));
-        v.push_back(shape("llama3-8b", "llama", 4096, 32, 32, 8, 14336, 128, 5e5, false, 131072, 1e-5f, bpe));
-        v.push_back(shape("qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 128, 1e6, true, 40960, 1e-6f, qwen));
-        v.push_back(shape("qwen3-8b", "qwen3", 4096, 36, 32, 8, 12288, 128, 1e6, true, 40960, 1e-6f, qwen));
-        SynthShape moe = shape("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 1e6, true, 40960, 1e-6f, qwen);
+        // The released models' vocabulary sizes (rows of their token_embd).
+        const int n_llama3 = 128256, n_qwen3 = 151936;
+        v.push_back(shape("llama3-1b", "llama", 2048, 16, 32, 8, 8192, 64, 5e5, false, 131072, 1e-5f, bpe, n_llama3));
+        v.push_back(shape("llama3-8b", "llama", 4096, 32, 32, 8, 14336, 128, 5e5, false, 131072, 1e-5f, bpe,
+                          n_llama3));
+        v.push_back(shape("qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 128, 1e6, true, 40960, 1e-6f, qwen, n_qwen3));
+        v.push_back(shape("qwen3-8b", "qwen3", 4096, 36, 32, 8, 12288, 128, 1e6, true, 40960, 1e-6f, qwen, n_qwen3));
+        Shape moe =
+            shape("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 128, 1e6, true, 40960, 1e-6f, qwen, n_qwen3);
         moe.n_expert = 128;
         moe.n_expert_used = 8;
         moe.n_ff_exp = 768;
         v.push_back(moe);
         // The shared tiny-llama zoo shape: small enough for tests.
-        v.push_back(shape("tiny", "llama", 256, 2, 4, 2, 256, 64, 5e5, false, 8192, 1e-5f, "models/stories260K.gguf"));
+        v.push_back(
+            shape("tiny", "llama", 256, 2, 4, 2, 256, 64, 5e5, false, 8192, 1e-5f, "models/stories260K.gguf", 512));
         return v;
     }();
-    return shapes;
+    return all;
 }
 
-const SynthShape* find_synth_shape(const std::string& name) {
-    for (const auto& s : synth_shapes())
+const Shape* find_shape(const std::string& name) {
+    for (const auto& s : shapes())
         if (s.name == name) return &s;
     return nullptr;
 }
 
-SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const SynthShape& s = opt.shape;
-    check_shape(s);
-    auto vocab = gguf::File::open(opt.vocab_path);
-    const gguf::Value* tokens = vocab->find("tokenizer.ggml.tokens");
-    if (!tokens || !tokens->is_array() || tokens->arr.empty())
-        fail(opt.vocab_path, ": no tokenizer.ggml.tokens array; give a vocabulary GGUF (e.g. ../shared/vocab/ggml-vocab-llama-bpe.gguf)");
-    const int64_t n_vocab = int64_t(tokens->arr.size());
+namespace {
 
-    // Tensors in the order the reference quantizer writes them, with their final types.
-    std::vector<TensorSpec> specs = tensor_specs(s, n_vocab);
+// The tensors with their final types, in the order they are written.
+struct Layout {
+    std::vector<TensorSpec> specs;
+    std::vector<size_t> order;   // write order (the reference quantizer's)
+    std::vector<DType> types;    // per spec: the type after the mix rules
+    uint64_t n_params = 0;
+};
+
+Layout layout(const Shape& s, quant::FileType ftype, int64_t n_vocab) {
+    Layout l;
+    l.specs = tensor_specs(s, n_vocab);
     std::vector<std::string> names;
-    for (const auto& t : specs) names.push_back(t.name);
-    const auto order = quant::reference_order(names);
-    quant::MixPlanner planner(opt.ftype, quant::model_facts(s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert, names));
-    std::vector<DType> types(specs.size());
-    for (size_t i : order)
-        types[i] = planner.choose(specs[i].name, specs[i].src, static_cast<int>(specs[i].ne.size()), specs[i].ne[0]);
+    for (const auto& t : l.specs) names.push_back(t.name);
+    l.order = quant::reference_order(names);
+    quant::MixPlanner planner(ftype, quant::model_facts(s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert, names));
+    l.types.resize(l.specs.size());
+    for (size_t i : l.order) {
+        const TensorSpec& t = l.specs[i];
+        l.types[i] = planner.choose(t.name, t.src, static_cast<int>(t.ne.size()), t.ne[0]);
+        uint64_t n = 1;
+        for (int64_t d : t.ne) n *= uint64_t(d);
+        l.n_params += n;
+    }
+    return l;
+}
 
-    GgufStreamWriter w;
+// Every key and tensor of the file. vocab (may be null) gives the tokenizer keys.
+void declare(gguf::StreamWriter& w, const Shape& s, quant::FileType ftype, const Layout& l, int64_t n_vocab,
+             const gguf::File* vocab) {
     const std::string& a = s.arch;
     w.set_str("general.architecture", a);
     w.set_str("general.name", "synth " + s.name);
@@ -193,17 +209,57 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
         w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
         w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
     }
-    for (const auto& kv : vocab->kvs())
-        if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, kv.value);
+    if (vocab)
+        for (const auto& kv : vocab->kvs())
+            if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, kv.value);
     w.set_u32("general.quantization_version", 2);
-    w.set_u32("general.file_type", static_cast<uint32_t>(opt.ftype));
-    uint64_t total = 0;
-    for (size_t i : order) {
-        w.add_tensor(specs[i].name, types[i], specs[i].ne);
-        uint64_t n = 1;
-        for (int64_t d : specs[i].ne) n *= uint64_t(d);
-        total += n;
+    w.set_u32("general.file_type", static_cast<uint32_t>(ftype));
+    for (size_t i : l.order) w.add_tensor(l.specs[i].name, l.types[i], l.specs[i].ne);
+}
+
+int64_t vocab_size(const gguf::File& vocab, const std::string& path) {
+    const gguf::Value* tokens = vocab.find("tokenizer.ggml.tokens");
+    if (!tokens || !tokens->is_array() || tokens->arr.empty())
+        fail(path, ": no tokenizer.ggml.tokens array; give a vocabulary GGUF "
+             "(e.g. ../shared/vocab/ggml-vocab-llama-bpe.gguf)");
+    return int64_t(tokens->arr.size());
+}
+
+}  // namespace
+
+std::unique_ptr<gguf::File> model_header(const Options& opt) {
+    const Shape& s = opt.shape;
+    check_shape(s);
+    std::unique_ptr<gguf::File> vocab;
+    int64_t n_vocab = s.n_vocab;
+    if (!opt.vocab_path.empty()) {
+        vocab = gguf::File::open(opt.vocab_path);
+        n_vocab = vocab_size(*vocab, opt.vocab_path);
     }
+    if (n_vocab <= 0) fail("shape '", s.name, "': no vocabulary size; give a vocabulary file");
+    const Layout l = layout(s, opt.ftype, n_vocab);
+    gguf::StreamWriter w;
+    declare(w, s, opt.ftype, l, n_vocab, vocab.get());
+    const std::string h = w.header();
+    return gguf::File::header_only(std::vector<uint8_t>(h.begin(), h.end()),
+                                   cat("synth ", s.name, " ", quant::file_type_name(static_cast<uint32_t>(opt.ftype))));
+}
+
+Result write_model(const std::string& out_path, const Options& opt) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Shape& s = opt.shape;
+    check_shape(s);
+    auto vocab = gguf::File::open(opt.vocab_path);
+    const int64_t n_vocab = vocab_size(*vocab, opt.vocab_path);
+
+    // Tensors in the order the reference quantizer writes them, with their final types.
+    const Layout l = layout(s, opt.ftype, n_vocab);
+    const std::vector<TensorSpec>& specs = l.specs;
+    const std::vector<size_t>& order = l.order;
+    const std::vector<DType>& types = l.types;
+    const uint64_t total = l.n_params;
+    gguf::StreamWriter w;
+    declare(w, s, opt.ftype, l, n_vocab, vocab.get());
     w.open(out_path);
 
     Progress bar("synth", total, opt.progress);
@@ -238,7 +294,7 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
     w.finish();
     bar.done();
 
-    SynthResult r;
+    Result r;
     r.n_tensors = static_cast<int>(specs.size());
     r.n_params = total;
     r.n_vocab = static_cast<int>(n_vocab);
@@ -247,4 +303,4 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt) {
     return r;
 }
 
-}  // namespace glia::tools
+}  // namespace glia::synth
