@@ -29,14 +29,14 @@ ModelBytes measure_model(const ModelProfile& p, const gguf::File& f) {
     for (const gguf::TensorInfo& t : f.tensors()) {
         const TensorSite s = tensor_site(t.name);
         switch (s.role) {
-            case TensorRole::EMBEDDINGS: m.embeddings += t.nbytes; break;
-            case TensorRole::OUTPUT: m.output += t.nbytes; break;
-            case TensorRole::LAYER:
-            case TensorRole::EXPERT:
+            case SiteRole::EMBEDDINGS: m.embeddings += t.nbytes; break;
+            case SiteRole::OUTPUT: m.output += t.nbytes; break;
+            case SiteRole::LAYER:
+            case SiteRole::EXPERT:
                 if (s.layer >= p.n_layer)
                     fail(f.path(), ": tensor '", t.name, "' names block ", s.layer, " but the model has ", p.n_layer,
                          " blocks");
-                (s.role == TensorRole::EXPERT ? m.layer_experts : m.layer_weights)[s.layer] += t.nbytes;
+                (s.role == SiteRole::EXPERT ? m.layer_experts : m.layer_weights)[s.layer] += t.nbytes;
                 break;
         }
     }

@@ -22,7 +22,7 @@ bool component_is(const std::string& name, size_t pos, std::string_view stem) {
 TensorSite tensor_site(const std::string& name) {
     TensorSite site;
     if (starts_with(name, "token_embd.")) {
-        site.role = TensorRole::EMBEDDINGS;
+        site.role = SiteRole::EMBEDDINGS;
         return site;
     }
     // "token_embd_norm.weight" (lfm2's final norm), output*, rope_freqs ... stay OUTPUT.
@@ -34,9 +34,9 @@ TensorSite tensor_site(const std::string& name) {
     if (pos == 4 || pos >= name.size() || name[pos] != '.') return site;  // not "blk.N."
     site.layer = static_cast<int>(il);
     ++pos;
-    site.role = TensorRole::LAYER;
+    site.role = SiteRole::LAYER;
     for (std::string_view stem : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_up_exps"})
-        if (component_is(name, pos, stem)) site.role = TensorRole::EXPERT;
+        if (component_is(name, pos, stem)) site.role = SiteRole::EXPERT;
     return site;
 }
 
@@ -51,13 +51,13 @@ Placement Placement::all_cpu(int n_layer) {
 int Placement::device_of_tensor(const std::string& name) const {
     const TensorSite s = tensor_site(name);
     switch (s.role) {
-        case TensorRole::EMBEDDINGS: return embeddings;
-        case TensorRole::OUTPUT: return output;
-        case TensorRole::LAYER:
-        case TensorRole::EXPERT:
+        case SiteRole::EMBEDDINGS: return embeddings;
+        case SiteRole::OUTPUT: return output;
+        case SiteRole::LAYER:
+        case SiteRole::EXPERT:
             if (s.layer < 0 || s.layer >= static_cast<int>(layer.size()))
                 fail("tensor '", name, "': block ", s.layer, " is outside the placement's ", layer.size(), " layers");
-            if (s.role == TensorRole::EXPERT && experts_on_host) return 0;
+            if (s.role == SiteRole::EXPERT && experts_on_host) return 0;
             return layer[static_cast<size_t>(s.layer)];
     }
     return 0;

@@ -60,14 +60,14 @@ struct Placement {
 };
 
 // What a GGUF tensor is to the placement, by its name.
-enum class TensorRole {
+enum class SiteRole {
     EMBEDDINGS,  // token_embd.weight: a row lookup
     OUTPUT,      // final norm, LM head, and every other tensor outside the blocks
     LAYER,       // blk.N.*
     EXPERT,      // blk.N.ffn_{gate,up,down,gate_up}_exps.*: MoE expert tensors (--cpu-moe)
 };
 struct TensorSite {
-    TensorRole role = TensorRole::OUTPUT;
+    SiteRole role = SiteRole::OUTPUT;
     int layer = -1;  // LAYER, EXPERT: the block index
 };
 TensorSite tensor_site(const std::string& name);

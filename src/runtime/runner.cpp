@@ -17,31 +17,9 @@ struct Runner::StepGraph {
     uint64_t last_use = 0;
 };
 
-namespace {
-
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-
-// The device of a weight by its tensor name, from the placement.
-int weight_device(const Placement& pl, const std::string& name) {
-    if (starts_with(name, "blk.")) {
-        const int il = std::atoi(name.c_str() + 4);
-        if (pl.experts_on_host && name.find("_exps.") != std::string::npos) return 0;
-        return il >= 0 && il < static_cast<int>(pl.layer.size()) ? pl.layer[il] : 0;
-    }
-    if (starts_with(name, "token_embd")) return pl.embeddings;
-    if (starts_with(name, "output")) return pl.output;
-    return pl.embeddings;
-}
-
-}  // namespace
-
 Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std::move(opt)) {
     const ModelProfile& p = model.profile();
-    if (opt_.placement.devices.empty()) {
-        opt_.placement.devices = {DeviceSpec{Device::CPU, 0, "cpu", 0}};
-        opt_.placement.layer.assign(p.n_layer, 0);
-        opt_.placement.embeddings = opt_.placement.output = 0;
-    }
+    if (opt_.placement.devices.empty()) opt_.placement = Placement::all_cpu(p.n_layer);
     Placement& pl = opt_.placement;
     if (static_cast<int>(pl.layer.size()) != p.n_layer)
         fail("placement has ", pl.layer.size(), " layers, the model ", p.n_layer);
@@ -60,7 +38,7 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
     // prepare those the placement gives them.
     const WeightSet& ws = model.weights();
     for (const Tensor& w : ws.all()) {
-        const int d = weight_device(pl, w.name);
+        const int d = pl.device_of_tensor(w.name);
         weight_dev_[&w] = d;
         backends_[0]->prepare_weight(w);
         prepared_.emplace_back(0, &w);

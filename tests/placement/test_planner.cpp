@@ -428,19 +428,19 @@ TEST(Placement, AllCpuAndTensorSites) {
     EXPECT_EQ(p.device_of_tensor("blk.3.attn_q.weight"), 0);
     EXPECT_THROW(p.device_of_tensor("blk.4.attn_q.weight"), Error);
 
-    EXPECT_EQ(tensor_site("token_embd.weight").role, TensorRole::EMBEDDINGS);
-    EXPECT_EQ(tensor_site("token_embd_norm.weight").role, TensorRole::OUTPUT);  // lfm2's final norm
-    EXPECT_EQ(tensor_site("output_norm.weight").role, TensorRole::OUTPUT);
-    EXPECT_EQ(tensor_site("rope_freqs.weight").role, TensorRole::OUTPUT);
-    EXPECT_EQ(tensor_site("blk.12.ffn_up.weight").role, TensorRole::LAYER);
+    EXPECT_EQ(tensor_site("token_embd.weight").role, SiteRole::EMBEDDINGS);
+    EXPECT_EQ(tensor_site("token_embd_norm.weight").role, SiteRole::OUTPUT);  // lfm2's final norm
+    EXPECT_EQ(tensor_site("output_norm.weight").role, SiteRole::OUTPUT);
+    EXPECT_EQ(tensor_site("rope_freqs.weight").role, SiteRole::OUTPUT);
+    EXPECT_EQ(tensor_site("blk.12.ffn_up.weight").role, SiteRole::LAYER);
     EXPECT_EQ(tensor_site("blk.12.ffn_up.weight").layer, 12);
-    EXPECT_EQ(tensor_site("blk.7.ffn_down_exps.weight").role, TensorRole::EXPERT);
-    EXPECT_EQ(tensor_site("blk.7.ffn_gate_exps.bias").role, TensorRole::EXPERT);
-    EXPECT_EQ(tensor_site("blk.7.ffn_gate_inp.weight").role, TensorRole::LAYER);        // the router stays
-    EXPECT_EQ(tensor_site("blk.7.ffn_down_shexp.weight").role, TensorRole::LAYER);      // the shared expert too
-    EXPECT_EQ(tensor_site("blk.7.ffn_up_exps_extra.weight").role, TensorRole::LAYER);
-    EXPECT_EQ(tensor_site("blk.x.attn_q.weight").role, TensorRole::OUTPUT);
-    EXPECT_EQ(tensor_site("blk.").role, TensorRole::OUTPUT);
+    EXPECT_EQ(tensor_site("blk.7.ffn_down_exps.weight").role, SiteRole::EXPERT);
+    EXPECT_EQ(tensor_site("blk.7.ffn_gate_exps.bias").role, SiteRole::EXPERT);
+    EXPECT_EQ(tensor_site("blk.7.ffn_gate_inp.weight").role, SiteRole::LAYER);        // the router stays
+    EXPECT_EQ(tensor_site("blk.7.ffn_down_shexp.weight").role, SiteRole::LAYER);      // the shared expert too
+    EXPECT_EQ(tensor_site("blk.7.ffn_up_exps_extra.weight").role, SiteRole::LAYER);
+    EXPECT_EQ(tensor_site("blk.x.attn_q.weight").role, SiteRole::OUTPUT);
+    EXPECT_EQ(tensor_site("blk.").role, SiteRole::OUTPUT);
 }
 
 TEST(Placement, MemoryLists) {
