@@ -42,6 +42,20 @@ enum : uint32_t {
 };
 }  // namespace attr
 
+const char* token_type_name(TokenType t);   // "normal", "user-defined", ...
+std::string attr_names(uint32_t attrs);      // "control|user-defined", ...
+
+// A token whose attributes differ from what the file's token_type says, and why: the
+// text names an end-of-turn or end-of-generation marker (special_names.h), the file
+// declares it as its EOS/EOT/EOM/padding token, or its chat template ends a message with
+// it. Such tokens become control tokens, so that plain text never produces them.
+struct TypeOverride {
+    int32_t id = -1;
+    TokenType file_type = TokenType::UNDEFINED;  // as the file types it
+    uint32_t attrs = 0;                          // what glia uses (attr:: bits)
+    std::string reason;                          // one or more reasons, "; "-separated
+};
+
 class Vocab {
 public:
     // Reads tokenizer.ggml.* keys: "llama" (SentencePiece), "gpt2" (byte-level BPE),
@@ -71,6 +85,8 @@ public:
     float score(int32_t id) const { return scores_.at(id); }
     TokenType token_type(int32_t id) const { return types_.at(id); }
     uint32_t token_attr(int32_t id) const { return attrs_.at(id); }
+    // The tokens whose type was overridden at load, by id.
+    const std::vector<TypeOverride>& type_overrides() const { return overrides_; }
     // Id of the token whose raw text is exactly `text`, or -1.
     int32_t find_token(std::string_view text) const;
 
@@ -134,7 +150,10 @@ private:
         size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
     };
     std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>> token_to_id_;
-    void detect_special_tokens();
+    std::vector<TypeOverride> overrides_;
+    void detect_special_tokens(const gguf::File& f);
+    // Sets attribute bits of `id` (or replaces them with `replace`) and records why.
+    void retype(int32_t id, uint32_t add, std::string reason, bool replace = false);
     void apply_name_rules(const gguf::File& f);
 };
 

@@ -74,7 +74,10 @@ TEST(Vocab, SpecialIdsOutOfRangeMeanNone) {
     EXPECT_EQ(v->pad(), -1);
     EXPECT_EQ(v->eot(), -1);
     EXPECT_TRUE(v->is_eog(3));
-    EXPECT_FALSE(v->is_eog(2));
+    // 2 is not the EOS any more; it still ends generation, because its text "</s>" is an
+    // end-of-generation name (special_names.cpp).
+    EXPECT_TRUE(v->is_eog(2));
+    EXPECT_EQ(v->eog_ids(), Ids({2, 3}));
     EXPECT_EQ(v->tokenize("", true, false), Ids({1, 3}));
 }
 
