@@ -11,6 +11,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/special_names.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/ugm.h"
 #include "tokenizer/wpm.h"
 
 namespace glia::tok {
@@ -44,9 +45,10 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const gguf::File& f) {
         v = std::make_unique<BpeVocab>(f, model == "gemma4");
     } else if (model == "bert") {
         v = std::make_unique<WpmVocab>();
-    } else if (model == "t5" || model == "rwkv" || model == "plamo2") {
-        const char* what = model == "t5" ? "Unigram" : "";
-        fail(f.path(), ": tokenizer model '", model, "' not supported yet", *what ? " (" : "", what, *what ? ")" : "");
+    } else if (model == "t5") {
+        v = std::make_unique<UgmVocab>();
+    } else if (model == "rwkv" || model == "plamo2") {
+        fail(f.path(), ": tokenizer model '", model, "' not supported yet");
     } else if (model == "no" || model == "none") {
         fail(f.path(), ": this file has no vocabulary (tokenizer.ggml.model = '", model, "')");
     } else {
@@ -206,6 +208,7 @@ void Vocab::load(const gguf::File& f) {
     for (int32_t id = 0; id < n_tokens(); ++id) piece_cache_[id] = make_piece(id);
 
     apply_name_rules(f);
+    finish_load();
 }
 
 void Vocab::retype(int32_t id, uint32_t add, std::string reason, bool replace) {

@@ -9,7 +9,7 @@
 // tokenize_text() (one run of plain text) and make_piece() (the text of one token), and
 // may override encode() when its rules depend on the neighbouring fragments (SPM's
 // leading space does). See spm.h (SentencePiece), bpe.h (byte-level BPE and gemma4's
-// SentencePiece-style BPE) and wpm.h (WordPiece).
+// SentencePiece-style BPE), wpm.h (WordPiece) and ugm.h (Unigram).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -59,9 +59,9 @@ struct TypeOverride {
 class Vocab {
 public:
     // Reads tokenizer.ggml.* keys: "llama" (SentencePiece), "gpt2" (byte-level BPE),
-    // "gemma4" (SentencePiece-style BPE), "bert" (WordPiece). Throws glia::Error on
-    // missing/invalid metadata, and for tokenizer models not implemented yet
-    // ("tokenizer model 't5' not supported yet").
+    // "gemma4" (SentencePiece-style BPE), "bert" (WordPiece), "t5" (Unigram). Throws
+    // glia::Error on missing/invalid metadata, and for tokenizer models not implemented yet
+    // ("tokenizer model 'rwkv' not supported yet").
     static std::unique_ptr<Vocab> from_gguf(const gguf::File& f);
     virtual ~Vocab() = default;
 
@@ -127,6 +127,9 @@ protected:
     // and before special tokens are detected and pieces are computed: a subclass adjusts
     // its flags or builds its own tables here.
     virtual void after_load(const gguf::File& f) { (void)f; }
+    // Runs last in load(), when every token's final attributes are known (type overrides
+    // included): a subclass builds the tables that depend on them here.
+    virtual void finish_load() {}
     // Id for a special-token key as the reference does it: absent -> keep the default;
     // out of range (e.g. 0xFFFFFFFF) -> keep the default, no error.
     void read_special_id(const gguf::File& f, const char* key, int32_t& id) const;
