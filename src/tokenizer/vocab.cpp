@@ -238,7 +238,7 @@ void Vocab::retype(int32_t id, uint32_t add, std::string reason, bool replace) {
 void Vocab::detect_special_tokens(const gguf::File& f) {
     overrides_.clear();
     auto name_reason = [](const NameFact& nf, uint32_t r) {
-        return cat("'", nf.text, "' is the ", role_name(r), " marker of ", nf.origin, " (text table)");
+        return cat("text table: ", role_name(r), " marker (", nf.origin, ")");
     };
     // Iterating the hash map (not the ids) mirrors the reference when several candidate
     // texts exist: the first one met wins.
@@ -274,7 +274,7 @@ void Vocab::detect_special_tokens(const gguf::File& f) {
     for (const auto& [text, id] : token_to_id_) {
         const NameFact* nf = find_name(text);
         if (nf && (nf->roles & role::RENDER))
-            retype(id, attr::USER_DEFINED, cat("'", text, "' is shown as text in ", nf->origin, " (text table)"), true);
+            retype(id, attr::USER_DEFINED, cat("text table: shown as text (", nf->origin, ")"), true);
     }
     for (int32_t id : {eos_, eot_, eom_})
         if (id >= 0) eog.push_back(id);
