@@ -43,11 +43,29 @@ size_t valid_char_len(std::string_view s) {
 // PrefixSet
 
 void PrefixSet::build(std::vector<std::pair<std::string_view, int32_t>> entries) {
-    // Stable: among equal texts the later entry ends up last, and is the one kept.
-    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Sorting a few hundred thousand texts is mostly cache misses in the byte compares:
+    // compare the first 8 bytes as one big-endian integer (zero-padded, which keeps the
+    // lexicographic order), and the texts only where those tie.
+    struct Keyed {
+        uint64_t key;
+        uint32_t order;  // among equal texts the later entry is kept
+    };
+    std::vector<Keyed> keyed(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+        uint64_t k = 0;
+        const std::string_view t = entries[i].first;
+        for (size_t b = 0; b < 8; ++b) k = (k << 8) | (b < t.size() ? static_cast<uint8_t>(t[b]) : 0u);
+        keyed[i] = {k, static_cast<uint32_t>(i)};
+    }
+    std::sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
+        if (a.key != b.key) return a.key < b.key;
+        if (int c = entries[a.order].first.compare(entries[b.order].first)) return c < 0;
+        return a.order < b.order;
+    });
     items_.clear();
     items_.reserve(entries.size());
-    for (auto& e : entries) {
+    for (const Keyed& k : keyed) {
+        const auto& e = entries[k.order];
         if (e.first.empty()) continue;
         if (!items_.empty() && items_.back().first == e.first) items_.back() = e;
         else items_.push_back(e);

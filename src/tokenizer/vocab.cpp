@@ -249,6 +249,9 @@ void Vocab::detect_special_tokens(const gguf::File& f) {
     const Slot slots[] = {{role::EOT, &eot_},         {role::EOM, &eom_},         {role::FIM_PRE, &fim_pre_},
                           {role::FIM_SUF, &fim_suf_}, {role::FIM_MID, &fim_mid_}, {role::FIM_PAD, &fim_pad_},
                           {role::FIM_REP, &fim_rep_}, {role::FIM_SEP, &fim_sep_}};
+    // One pass over the texts; the end-of-generation and always-rendered names are applied
+    // after it, in the reference's order.
+    std::vector<std::pair<int32_t, const NameFact*>> eog_names, render_names;
     for (const auto& [text, id] : token_to_id_) {
         const NameFact* nf = find_name(text);
         if (!nf) continue;
@@ -257,6 +260,8 @@ void Vocab::detect_special_tokens(const gguf::File& f) {
                 *sl.id = id;
                 retype(id, attr::CONTROL, name_reason(*nf, sl.role));
             }
+        if (nf->roles & role::EOG) eog_names.emplace_back(id, nf);
+        if (nf->roles & role::RENDER) render_names.emplace_back(id, nf);
     }
 
     for (int32_t id = 0; id < n_tokens(); ++id)
@@ -265,17 +270,12 @@ void Vocab::detect_special_tokens(const gguf::File& f) {
     std::vector<int32_t> eog;
     for (int32_t id : {fim_pad_, fim_rep_, fim_sep_})
         if (id >= 0) eog.push_back(id);
-    for (const auto& [text, id] : token_to_id_) {
-        const NameFact* nf = find_name(text);
-        if (!nf || !(nf->roles & role::EOG)) continue;
+    for (const auto& [id, nf] : eog_names) {
         eog.push_back(id);
         retype(id, attr::CONTROL, name_reason(*nf, role::EOG));
     }
-    for (const auto& [text, id] : token_to_id_) {
-        const NameFact* nf = find_name(text);
-        if (nf && (nf->roles & role::RENDER))
-            retype(id, attr::USER_DEFINED, cat("text table: shown as text (", nf->origin, ")"), true);
-    }
+    for (const auto& [id, nf] : render_names)
+        retype(id, attr::USER_DEFINED, cat("text table: shown as text (", nf->origin, ")"), true);
     for (int32_t id : {eos_, eot_, eom_})
         if (id >= 0) eog.push_back(id);
 
