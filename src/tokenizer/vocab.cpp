@@ -229,7 +229,7 @@ void Vocab::retype(int32_t id, uint32_t add, std::string reason, bool replace) {
 //  1. EOT / EOM / FIM ids by text (special_names.cpp) when no key gave them;
 //  2. control tokens whose text says "unused" are unused;
 //  3. the end-of-generation set: FIM pad/repository/separator, every end-of-generation
-//     text of the table, EOS/EOT/EOM; each becomes a control token;
+//     text of the table (made a control token), EOS/EOT/EOM;
 //  4. from the file itself: its EOS/EOT/EOM/padding ids and the marker its chat template
 //     puts after a message, where the file typed them USER_DEFINED (text that a user
 //     types must not produce an end-of-turn);

@@ -4,6 +4,8 @@
 // default special ids per tokenizer model, the same special-token splitting (longest
 // token text first, control/unknown tokens only with parse_special, user-defined tokens
 // always), the same SentencePiece leading-space rule and the same piece rendering.
+// Which tokens are control tokens comes from the file's token types, corrected by the
+// text table of special_names.h and by what the file declares (type_overrides()).
 //
 // A tokenizer model is a subclass: it sets its defaults in its constructor, implements
 // tokenize_text() (one run of plain text) and make_piece() (the text of one token), and

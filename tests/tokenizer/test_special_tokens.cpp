@@ -40,7 +40,9 @@ TEST(SpecialNames, TableIsConsistent) {
         EXPECT_FALSE(f.origin.empty()) << f.text;
         EXPECT_EQ(glia::tok::find_name(f.text), &f) << f.text;
         for (uint32_t bit = 1; bit <= role::RENDER; bit <<= 1)
-            if (f.roles & bit) EXPECT_STRNE(glia::tok::role_name(bit), "?");
+            if (f.roles & bit) {
+                EXPECT_STRNE(glia::tok::role_name(bit), "?");
+            }
     }
     EXPECT_EQ(glia::tok::find_name("<|im_start|>"), nullptr);
     EXPECT_EQ(glia::tok::find_name(""), nullptr);
