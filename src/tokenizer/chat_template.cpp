@@ -34,4 +34,26 @@ std::string render_chat(const std::string& template_source, const jinja::Value& 
     return ChatTemplate(template_source).render(conversation, bos, eos, add_generation_prompt, opt);
 }
 
+std::optional<MessageEnds> message_ends(const std::string& template_source, const std::string& bos,
+                                        const std::string& eos, size_t max_len) {
+    // Marker contents that no template rewrites (no spaces to trim, no role words).
+    static const std::string kUser = "GliaProbeUser7f3a", kAssistant = "GliaProbeAssistant7f3a";
+    static const jinja::Value conversation = jinja::Value::parse_json(
+        "[{\"role\": \"user\", \"content\": \"" + kUser + "\"}, {\"role\": \"assistant\", \"content\": \"" + kAssistant +
+        "\"}]");
+    std::string out;
+    try {
+        jinja::RenderOptions opt;
+        opt.now = jinja::reference_time();  // the same text on every load
+        out = render_chat(template_source, conversation, bos, eos, /*add_generation_prompt=*/false, opt);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    auto after = [&](const std::string& marker) {
+        const size_t at = out.find(marker);
+        return at == std::string::npos ? std::string() : out.substr(at + marker.size(), max_len);
+    };
+    return MessageEnds{after(kUser), after(kAssistant)};
+}
+
 }  // namespace glia::tok

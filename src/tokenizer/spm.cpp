@@ -145,9 +145,7 @@ void SpmVocab::encode(std::string_view text, const std::vector<Fragment>& frags,
     }
 }
 
-std::string SpmVocab::make_piece(int32_t id) const {
-    const uint32_t a = attrs_[id];
-    const std::string& t = pieces_[id];
+std::string sentencepiece_piece(uint32_t a, const std::string& t) {
     if (a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED)) return t;
     if (a & attr::NORMAL) {
         std::string s;
@@ -170,5 +168,7 @@ std::string SpmVocab::make_piece(int32_t id) const {
     }
     return {};  // unused / undefined tokens render as nothing
 }
+
+std::string SpmVocab::make_piece(int32_t id) const { return sentencepiece_piece(attrs_[id], pieces_[id]); }
 
 }  // namespace glia::tok

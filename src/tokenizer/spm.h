@@ -7,6 +7,11 @@
 
 namespace glia::tok {
 
+// The text of a token of a SentencePiece vocabulary (SPM and Unigram): special and
+// user-defined tokens as written, U+2581 as a space in normal tokens, "<0xNN>" byte tokens
+// as the byte, unused/undefined tokens as nothing.
+std::string sentencepiece_piece(uint32_t attrs, const std::string& text);
+
 class SpmVocab final : public Vocab {
 public:
     // Defaults of the reference for SPM: BOS 1, EOS 2, UNK 0, add BOS, no EOS, space prefix.

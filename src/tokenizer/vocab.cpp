@@ -8,7 +8,10 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/special_names.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/ugm.h"
 #include "tokenizer/wpm.h"
 
 namespace glia::tok {
@@ -42,9 +45,10 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const gguf::File& f) {
         v = std::make_unique<BpeVocab>(f, model == "gemma4");
     } else if (model == "bert") {
         v = std::make_unique<WpmVocab>();
-    } else if (model == "t5" || model == "rwkv" || model == "plamo2") {
-        const char* what = model == "t5" ? "Unigram" : "";
-        fail(f.path(), ": tokenizer model '", model, "' not supported yet", *what ? " (" : "", what, *what ? ")" : "");
+    } else if (model == "t5") {
+        v = std::make_unique<UgmVocab>();
+    } else if (model == "rwkv" || model == "plamo2") {
+        fail(f.path(), ": tokenizer model '", model, "' not supported yet");
     } else if (model == "no" || model == "none") {
         fail(f.path(), ": this file has no vocabulary (tokenizer.ggml.model = '", model, "')");
     } else {
@@ -190,7 +194,7 @@ void Vocab::load(const gguf::File& f) {
 
     after_load(f);
 
-    detect_special_tokens();
+    detect_special_tokens(f);
 
     // Special tokens for splitting: longest text first. std::sort with the reference's
     // comparator, so that ties come out in the same order with the same standard library.
@@ -204,101 +208,146 @@ void Vocab::load(const gguf::File& f) {
     for (int32_t id = 0; id < n_tokens(); ++id) piece_cache_[id] = make_piece(id);
 
     apply_name_rules(f);
+    finish_load();
 }
 
-// Tokens that the reference finds by their text (convert scripts do not always record
-// them): EOT / EOM / FIM ids when no key gave them, and the end-of-generation set.
-void Vocab::detect_special_tokens() {
-    auto make_control = [&](int32_t id) {
-        if (!(attrs_[id] & attr::CONTROL)) attrs_[id] = attr::CONTROL;
-    };
-    auto any_of = [](const std::string& s, std::initializer_list<std::string_view> names) {
-        for (auto n : names)
-            if (s == n) return true;
-        return false;
+void Vocab::retype(int32_t id, uint32_t add, std::string reason, bool replace) {
+    const uint32_t before = attrs_[id];
+    const uint32_t after = replace ? add : (before | add);
+    if (after == before) return;
+    attrs_[id] = after;
+    for (TypeOverride& o : overrides_)
+        if (o.id == id) {
+            o.reason += "; " + reason;
+            return;
+        }
+    overrides_.push_back({id, types_[id], 0, std::move(reason)});
+}
+
+// Special tokens the file does not type as such (convert scripts do not always record
+// them), found the way the reference finds them, and then from what the file declares:
+//  1. EOT / EOM / FIM ids by text (special_names.cpp) when no key gave them;
+//  2. control tokens whose text says "unused" are unused;
+//  3. the end-of-generation set: FIM pad/repository/separator, every end-of-generation
+//     text of the table (made a control token), EOS/EOT/EOM;
+//  4. from the file itself: its EOS/EOT/EOM/padding ids and the marker its chat template
+//     puts after a message, where the file typed them USER_DEFINED (text that a user
+//     types must not produce an end-of-turn);
+//  5. the two conventions of special_names.h (o200k_harmony's "<|end|>", gemma-4's "</s>").
+// Text facts come only from the table; retype() records every change for `glia inspect`.
+void Vocab::detect_special_tokens(const gguf::File& f) {
+    overrides_.clear();
+    auto name_reason = [](const NameFact& nf, uint32_t r) {
+        return cat("text table: ", role_name(r), " marker (", nf.origin, ")");
     };
     // Iterating the hash map (not the ids) mirrors the reference when several candidate
     // texts exist: the first one met wins.
-    // Every candidate text starts with '<', '_' or U+2581 (0xE2 ...): a cheap first filter.
-    auto candidate = [](const std::string& t) { return !t.empty() && (t[0] == '<' || t[0] == '_' || t[0] == '\xE2'); };
+    struct Slot {
+        uint32_t role;
+        int32_t* id;
+    };
+    const Slot slots[] = {{role::EOT, &eot_},         {role::EOM, &eom_},         {role::FIM_PRE, &fim_pre_},
+                          {role::FIM_SUF, &fim_suf_}, {role::FIM_MID, &fim_mid_}, {role::FIM_PAD, &fim_pad_},
+                          {role::FIM_REP, &fim_rep_}, {role::FIM_SEP, &fim_sep_}};
+    // One pass over the texts; the end-of-generation and always-rendered names are applied
+    // after it, in the reference's order.
+    std::vector<std::pair<int32_t, const NameFact*>> eog_names, render_names;
     for (const auto& [text, id] : token_to_id_) {
-        if (!candidate(text)) continue;
-        if (eot_ < 0 && any_of(text, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                      "<|end_of_text|>", "<EOT>", "_<EOT>",
-                                      "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
-                                      "<end_of_utterance>"})) {
-            eot_ = id;
-            make_control(id);
-        }
-        if (eom_ < 0 && text == "<|eom_id|>") {
-            eom_ = id;
-            make_control(id);
-        }
-        if (fim_pre_ < 0 && any_of(text, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                                          "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>",
-                                          "\xE2\x96\x81<PRE>", "<|code_prefix|>"})) {
-            fim_pre_ = id;
-            make_control(id);
-        }
-        if (fim_suf_ < 0 && any_of(text, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                          "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>", "<SUF>",
-                                          "\xE2\x96\x81<SUF>", "<|code_suffix|>"})) {
-            fim_suf_ = id;
-            make_control(id);
-        }
-        if (fim_mid_ < 0 && any_of(text, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                          "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>",
-                                          "\xE2\x96\x81<MID>", "<|code_middle|>"})) {
-            fim_mid_ = id;
-            make_control(id);
-        }
-        if (fim_pad_ < 0 && any_of(text, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"})) {
-            fim_pad_ = id;
-            make_control(id);
-        }
-        if (fim_rep_ < 0 && any_of(text, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"})) {
-            fim_rep_ = id;
-            make_control(id);
-        }
-        if (fim_sep_ < 0 && text == "<|file_sep|>") {
-            fim_sep_ = id;
-            make_control(id);
-        }
+        const NameFact* nf = find_name(text);
+        if (!nf) continue;
+        for (const Slot& sl : slots)
+            if ((nf->roles & sl.role) && *sl.id < 0) {
+                *sl.id = id;
+                retype(id, attr::CONTROL, name_reason(*nf, sl.role));
+            }
+        if (nf->roles & role::EOG) eog_names.emplace_back(id, nf);
+        if (nf->roles & role::RENDER) render_names.emplace_back(id, nf);
     }
+
+    for (int32_t id = 0; id < n_tokens(); ++id)
+        if ((attrs_[id] & attr::CONTROL) && pieces_[id].find("unused") != std::string::npos) attrs_[id] |= attr::UNUSED;
 
     std::vector<int32_t> eog;
     for (int32_t id : {fim_pad_, fim_rep_, fim_sep_})
         if (id >= 0) eog.push_back(id);
-    for (const auto& [text, id] : token_to_id_) {
-        if (!candidate(text)) continue;
-        if (any_of(text, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-                          "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
-                          "<end_of_utterance>"})) {
-            eog.push_back(id);
-            make_control(id);
-        }
+    for (const auto& [id, nf] : eog_names) {
+        eog.push_back(id);
+        retype(id, attr::CONTROL, name_reason(*nf, role::EOG));
     }
-    // Tokens the reference always renders (o200k_harmony).
-    for (const char* t : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
-        if (int32_t id = find_token(t); id >= 0) attrs_[id] = attr::USER_DEFINED;
+    for (const auto& [id, nf] : render_names)
+        retype(id, attr::USER_DEFINED, cat("text table: shown as text (", nf->origin, ")"), true);
     for (int32_t id : {eos_, eot_, eom_})
         if (id >= 0) eog.push_back(id);
+
+    // 4. What the file declares. Only USER_DEFINED tokens: a NORMAL token named as padding
+    // is ordinary text that happens to be reused (e.g. "!"), and must keep rendering.
+    auto declared_control = [&](int32_t id, const std::string& why, bool ends_generation) {
+        if (id < 0 || (attrs_[id] & (attr::CONTROL | attr::UNKNOWN)) || !(attrs_[id] & attr::USER_DEFINED)) return;
+        const NameFact* nf = find_name(pieces_[id]);
+        if (nf && (nf->roles & role::RENDER)) return;
+        retype(id, attr::CONTROL, why);
+        if (ends_generation) eog.push_back(id);
+    };
+    for (const auto& [key, ends] : {std::pair<const char*, bool>{"eos", true}, {"eot", true}, {"eom", true},
+                                    {"padding", false}}) {
+        const std::string k = cat("tokenizer.ggml.", key, "_token_id");
+        int32_t id = -1;
+        read_special_id(f, k.c_str(), id);
+        declared_control(id, cat("the file declares it as its ", key, " token (", k, ")"), ends);
+    }
+    if (const std::string src = chat_template(f); !src.empty()) {
+        const std::string bos = bos_ >= 0 ? pieces_[bos_] : "", eos = eos_ >= 0 ? pieces_[eos_] : "";
+        if (auto ends = message_ends(src, bos, eos)) {
+            // The longest special token at the front of what follows the message.
+            auto marker = [&](const std::string& rest) {
+                for (size_t n = rest.size(); n > 0; --n) {
+                    const int32_t id = find_token(std::string_view(rest).substr(0, n));
+                    if (id >= 0 && (attrs_[id] & (attr::CONTROL | attr::USER_DEFINED))) return id;
+                }
+                return -1;
+            };
+            const int32_t a = marker(ends->after_assistant), u = marker(ends->after_user);
+            declared_control(a, "the chat template ends an assistant message with it", true);
+            declared_control(u, "the chat template ends a user message with it", false);
+        }
+    }
+
     std::sort(eog.begin(), eog.end());
     eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
 
-    // o200k_harmony: with "<|return|>" and "<|call|>" present, "<|end|>" does not end generation.
-    int32_t end_id = -1;
-    bool has_return = false, has_call = false;
+    // 5. The conventions of special_names.h.
+    int32_t end_id = -1, slash_s = -1;
+    bool has_return = false, has_call = false, has_flush = false, has_tool_response = false;
     for (int32_t id : eog) {
-        if (pieces_[id] == "<|return|>") has_return = true;
-        else if (pieces_[id] == "<|call|>") has_call = true;
-        else if (pieces_[id] == "<|end|>") end_id = id;
+        const std::string& t = pieces_[id];
+        if (t == "<|return|>") has_return = true;
+        else if (t == "<|call|>" || t == "<|calls|>") has_call = true;
+        else if (t == "<|flush|>") has_flush = true;
+        else if (t == kHarmonyEnd) end_id = id;
+        else if (t == kToolResponse) has_tool_response = true;
+        else if (t == kSlashS) slash_s = id;
     }
-    if (has_return && has_call && end_id >= 0) {
+    if (end_id >= 0 && has_call && (has_return || has_flush)) {
         eog.erase(std::find(eog.begin(), eog.end(), end_id));
-        attrs_[end_id] = attr::USER_DEFINED;
+        retype(end_id, attr::USER_DEFINED, "o200k_harmony: '<|end|>' ends a message inside an answer, shown as text",
+               true);
+    }
+    if (slash_s >= 0 && has_tool_response) {
+        eog.erase(std::find(eog.begin(), eog.end(), slash_s));
+        retype(slash_s, attr::NORMAL, "with '<|tool_response>' ending generation (gemma-4), '</s>' is ordinary text",
+               true);
     }
     eog_ids_ = std::move(eog);
+
+    // Drop records that ended where they started (e.g. retyped and retyped back), and
+    // keep the final attributes.
+    std::vector<TypeOverride> kept;
+    for (TypeOverride& o : overrides_) {
+        o.attrs = attrs_[o.id];
+        if (o.attrs != attr_from_type(static_cast<int64_t>(o.file_type))) kept.push_back(std::move(o));
+    }
+    std::sort(kept.begin(), kept.end(), [](const TypeOverride& a, const TypeOverride& b) { return a.id < b.id; });
+    overrides_ = std::move(kept);
 }
 
 // Per-token strip attributes that the reference sets by model name (GGUF files do not
@@ -333,6 +382,30 @@ void Vocab::apply_name_rules(const gguf::File& f) {
 
 // ---------------------------------------------------------------------------------------
 // Queries
+
+const char* token_type_name(TokenType t) {
+    switch (t) {
+        case TokenType::UNDEFINED: return "undefined";
+        case TokenType::NORMAL: return "normal";
+        case TokenType::UNKNOWN: return "unknown";
+        case TokenType::CONTROL: return "control";
+        case TokenType::USER_DEFINED: return "user-defined";
+        case TokenType::UNUSED: return "unused";
+        case TokenType::BYTE: return "byte";
+    }
+    return "?";
+}
+
+std::string attr_names(uint32_t a) {
+    static const std::pair<uint32_t, const char*> names[] = {
+        {attr::CONTROL, "control"}, {attr::USER_DEFINED, "user-defined"}, {attr::NORMAL, "normal"},
+        {attr::UNKNOWN, "unknown"}, {attr::UNUSED, "unused"},             {attr::BYTE, "byte"},
+        {attr::LSTRIP, "lstrip"},   {attr::RSTRIP, "rstrip"}};
+    std::string s;
+    for (const auto& [bit, name] : names)
+        if (a & bit) s += cat(s.empty() ? "" : "|", name);
+    return s.empty() ? "undefined" : s;
+}
 
 int32_t Vocab::find_token(std::string_view text) const {
     auto it = token_to_id_.find(text);

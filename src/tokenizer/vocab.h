@@ -4,12 +4,14 @@
 // default special ids per tokenizer model, the same special-token splitting (longest
 // token text first, control/unknown tokens only with parse_special, user-defined tokens
 // always), the same SentencePiece leading-space rule and the same piece rendering.
+// Which tokens are control tokens comes from the file's token types, corrected by the
+// text table of special_names.h and by what the file declares (type_overrides()).
 //
 // A tokenizer model is a subclass: it sets its defaults in its constructor, implements
 // tokenize_text() (one run of plain text) and make_piece() (the text of one token), and
 // may override encode() when its rules depend on the neighbouring fragments (SPM's
 // leading space does). See spm.h (SentencePiece), bpe.h (byte-level BPE and gemma4's
-// SentencePiece-style BPE) and wpm.h (WordPiece).
+// SentencePiece-style BPE), wpm.h (WordPiece) and ugm.h (Unigram).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -42,12 +44,26 @@ enum : uint32_t {
 };
 }  // namespace attr
 
+const char* token_type_name(TokenType t);   // "normal", "user-defined", ...
+std::string attr_names(uint32_t attrs);      // "control|user-defined", ...
+
+// A token whose attributes differ from what the file's token_type says, and why: the
+// text names an end-of-turn or end-of-generation marker (special_names.h), the file
+// declares it as its EOS/EOT/EOM/padding token, or its chat template ends a message with
+// it. Such tokens become control tokens, so that plain text never produces them.
+struct TypeOverride {
+    int32_t id = -1;
+    TokenType file_type = TokenType::UNDEFINED;  // as the file types it
+    uint32_t attrs = 0;                          // what glia uses (attr:: bits)
+    std::string reason;                          // one or more reasons, "; "-separated
+};
+
 class Vocab {
 public:
     // Reads tokenizer.ggml.* keys: "llama" (SentencePiece), "gpt2" (byte-level BPE),
-    // "gemma4" (SentencePiece-style BPE), "bert" (WordPiece). Throws glia::Error on
-    // missing/invalid metadata, and for tokenizer models not implemented yet
-    // ("tokenizer model 't5' not supported yet").
+    // "gemma4" (SentencePiece-style BPE), "bert" (WordPiece), "t5" (Unigram). Throws
+    // glia::Error on missing/invalid metadata, and for tokenizer models not implemented yet
+    // ("tokenizer model 'rwkv' not supported yet").
     static std::unique_ptr<Vocab> from_gguf(const gguf::File& f);
     virtual ~Vocab() = default;
 
@@ -71,6 +87,8 @@ public:
     float score(int32_t id) const { return scores_.at(id); }
     TokenType token_type(int32_t id) const { return types_.at(id); }
     uint32_t token_attr(int32_t id) const { return attrs_.at(id); }
+    // The tokens whose type was overridden at load, by id.
+    const std::vector<TypeOverride>& type_overrides() const { return overrides_; }
     // Id of the token whose raw text is exactly `text`, or -1.
     int32_t find_token(std::string_view text) const;
 
@@ -111,6 +129,9 @@ protected:
     // and before special tokens are detected and pieces are computed: a subclass adjusts
     // its flags or builds its own tables here.
     virtual void after_load(const gguf::File& f) { (void)f; }
+    // Runs last in load(), when every token's final attributes are known (type overrides
+    // included): a subclass builds the tables that depend on them here.
+    virtual void finish_load() {}
     // Id for a special-token key as the reference does it: absent -> keep the default;
     // out of range (e.g. 0xFFFFFFFF) -> keep the default, no error.
     void read_special_id(const gguf::File& f, const char* key, int32_t& id) const;
@@ -134,7 +155,10 @@ private:
         size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
     };
     std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>> token_to_id_;
-    void detect_special_tokens();
+    std::vector<TypeOverride> overrides_;
+    void detect_special_tokens(const gguf::File& f);
+    // Sets attribute bits of `id` (or replaces them with `replace`) and records why.
+    void retype(int32_t id, uint32_t add, std::string reason, bool replace = false);
     void apply_name_rules(const gguf::File& f);
 };
 

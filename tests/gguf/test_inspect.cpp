@@ -155,6 +155,34 @@ TEST(GliaInspect, VocabularyFile) {
     EXPECT_EQ(j["metadata"]["tokenizer.ggml.tokens"]["length"], 151936);
 }
 
+// Tokens whose type the vocabulary overrides are listed, with the reason, in both forms.
+TEST(GliaInspect, TokenTypeOverrides) {
+    json j = inspect_json("vocab/ggml-vocab-phi-3.gguf");
+    ASSERT_TRUE(j["tokenizer"]["type_overrides"].is_array());
+    ASSERT_EQ(j["tokenizer"]["type_overrides"].size(), 1u) << j["tokenizer"].dump();
+    const json& o = j["tokenizer"]["type_overrides"][0];
+    EXPECT_EQ(o["id"], 2);
+    EXPECT_EQ(o["text"], "</s>");
+    EXPECT_EQ(o["file_type"], "user-defined");
+    EXPECT_NE(o["attributes"].get<std::string>().find("control"), std::string::npos);
+    EXPECT_NE(o["reason"].get<std::string>().find("end-of-generation"), std::string::npos);
+    EXPECT_TRUE(j["tokenizer"]["load_error"].is_null());
+
+    // A NORMAL token is retyped too (qwen2's "</s>").
+    j = inspect_json("vocab/ggml-vocab-qwen2.gguf");
+    bool found = false;
+    for (const json& e : j["tokenizer"]["type_overrides"])
+        if (e["id"] == 128247) found = e["file_type"] == "normal" && e["text"] == "</s>";
+    EXPECT_TRUE(found) << j["tokenizer"].dump();
+
+    EXPECT_EQ(inspect_json("models/stories260K.gguf")["tokenizer"]["type_overrides"].size(), 0u);
+
+    std::string out, err;
+    ASSERT_EQ(inspect(quoted(shared_path("vocab/ggml-vocab-phi-3.gguf")), &out, &err), 0) << err;
+    EXPECT_NE(out.find("token type overrides (1"), std::string::npos) << out;
+    EXPECT_NE(out.find("2 \"</s>\": user-defined -> control"), std::string::npos) << out;
+}
+
 TEST(GliaInspect, ErrorsAreOneLineAndNonZero) {
     const std::string dir = ::testing::TempDir();
     const auto good = read_bytes(shared_path("models/stories260K.gguf"));

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "gguf/gguf.h"
+#include "tokenizer/vocab.h"
 
 namespace {
 
@@ -84,6 +85,15 @@ struct Facts {
     int64_t vocab_size = -1;  // tokenizer.ggml.tokens length
     int64_t merges = -1;
     bool chat_template = false;
+    // The vocabulary as glia loads it: tokens whose type was overridden (and why), or why it
+    // does not load.
+    bool vocab_loaded = false;
+    std::string vocab_error;
+    struct Override {
+        int32_t id;
+        std::string text, file_type, used_as, reason;
+    };
+    std::vector<Override> overrides;
     uint64_t total_bytes = 0, decode_bytes = 0;
     std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // type -> (count, bytes)
     std::vector<std::string> warnings;
@@ -160,6 +170,17 @@ Facts derive(const File& f) {
     if (const Value* v = f.find("tokenizer.ggml.tokens"); v && v->is_array()) x.vocab_size = static_cast<int64_t>(v->arr.size());
     if (const Value* v = f.find("tokenizer.ggml.merges"); v && v->is_array()) x.merges = static_cast<int64_t>(v->arr.size());
     x.chat_template = f.has("tokenizer.chat_template");
+    if (!x.tokenizer_model.empty()) {
+        try {
+            const auto vocab = glia::tok::Vocab::from_gguf(f);
+            x.vocab_loaded = true;
+            for (const auto& o : vocab->type_overrides())
+                x.overrides.push_back({o.id, vocab->raw_piece(o.id), glia::tok::token_type_name(o.file_type),
+                                       glia::tok::attr_names(o.attrs), o.reason});
+        } catch (const glia::Error& e) {
+            x.vocab_error = e.what();
+        }
+    }
 
     const auto* embd = f.find_tensor("token_embd.weight");
     x.has_token_embd = embd != nullptr;
@@ -245,6 +266,18 @@ std::string to_json(const File& f, const Facts& x) {
     w.key("vocab_size"); x.vocab_size < 0 ? w.null() : w.value(x.vocab_size);
     w.key("merges"); x.merges < 0 ? w.null() : w.value(x.merges);
     w.key("chat_template").value(x.chat_template);
+    w.key("load_error"); x.vocab_error.empty() ? w.null() : w.value(glia::json::sanitize_utf8(x.vocab_error));
+    w.key("type_overrides").begin_array();
+    for (const auto& o : x.overrides) {
+        w.begin_object();
+        w.key("id").value(int64_t(o.id));
+        w.key("text").value(glia::json::sanitize_utf8(o.text));
+        w.key("file_type").value(o.file_type);
+        w.key("attributes").value(o.used_as);
+        w.key("reason").value(glia::json::sanitize_utf8(o.reason));
+        w.end_object();
+    }
+    w.end_array();
     w.end_object();
 
     w.key("profile").begin_object();
@@ -324,6 +357,14 @@ void print_text(const File& f, const Facts& x, bool all_kvs, bool no_tensors) {
     if (x.vocab_size >= 0) std::printf(", %" PRId64 " tokens", x.vocab_size);
     if (x.merges >= 0) std::printf(", %" PRId64 " merges", x.merges);
     std::printf(", chat template: %s\n", x.chat_template ? "yes" : "no");
+    if (!x.vocab_error.empty()) std::printf("  does not load: %s\n", x.vocab_error.c_str());
+    if (x.vocab_loaded) {
+        if (x.overrides.empty()) std::printf("  token type overrides: none\n");
+        else std::printf("  token type overrides (%zu; plain text never produces a control token):\n", x.overrides.size());
+        for (const auto& o : x.overrides)
+            std::printf("    %d %s: %s -> %s (%s)\n", o.id, glia::json::quote(glia::json::sanitize_utf8(o.text)).c_str(), o.file_type.c_str(),
+                        o.used_as.c_str(), o.reason.c_str());
+    }
 
     std::printf("profile:\n");
     if (x.moe)
