@@ -340,8 +340,8 @@ std::string File::changed() const {
     struct stat st {};
     if (fd_ < 0 || fstat(fd_, &st) != 0) return {};
     if (static_cast<uint64_t>(st.st_size) != size_)
-        return cat(path_, ": the file changed while in use: it has ", st.st_size, " bytes, ", size_,
-                   " when it was loaded; restart with an intact file");
+        return cat(path_, ": the file was ", static_cast<uint64_t>(st.st_size) < size_ ? "truncated" : "changed",
+                   " while in use: it has ", st.st_size, " bytes, ", size_, " when it was loaded; restart with an intact file");
     if (mtime_ns(st) != mtime_ns_)
         return cat(path_, ": the file was modified while in use (its modification time changed), so the loaded "
                           "weights may no longer be its contents: restart to load it again");
