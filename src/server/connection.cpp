@@ -100,14 +100,14 @@ void send_now(socket_t sock, const std::string& data) {
 }
 
 // Closes after a response while the client may still be sending (a refused body): stop
-// writing, then read and drop what arrives until the client closes or `linger` passes.
-// Closing at once with unread data would reset the connection, and the client could lose
-// the response before reading it.
+// writing, then read and drop what arrives until the client closes, `linger` passes or
+// 16 MiB were dropped. Closing at once with unread data would reset the connection, and
+// the client could lose the response before reading it.
 void lingering_close(socket_t sock, std::chrono::milliseconds linger) {
     ::shutdown(sock, SHUT_WR);
     const auto until = Clock::now() + linger;
     char drop[16384];
-    for (;;) {
+    for (size_t dropped = 0; dropped < (16u << 20);) {
         const int wait = ms_until(until, 100);
         if (wait <= 0) break;
         pollfd p{sock, POLLIN, 0};
@@ -116,6 +116,7 @@ void lingering_close(socket_t sock, std::chrono::milliseconds linger) {
         if (r <= 0) continue;
         const ssize_t n = ::recv(sock, drop, sizeof drop, MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+        if (n > 0) dropped += static_cast<size_t>(n);
     }
     ::close(sock);
 }

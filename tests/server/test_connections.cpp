@@ -234,5 +234,25 @@ TEST(ServerStatuses, WholeResponsePastTheTimeoutIs504) {
     EXPECT_EQ(post(srv, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}}).status, 200);
 }
 
+// A whole response is awaited before anything is sent; a client that leaves meanwhile
+// is still noticed, and its request cancelled.
+TEST(ServerStatuses, ClientLeavingAWholeResponseCancelsIt) {
+    ServerProcess srv(stories(), {"-c", "16384", "--parallel", "1", "--max-tokens-limit", "16000"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    {
+        RawConn c(srv.port());
+        ASSERT_TRUE(c.send(post_raw("/v1/completions", R"({"prompt": "Once", "max_tokens": 16000, "ignore_eos": true})")));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }  // closed before the answer
+    double gone = 0, used = -1;
+    for (int i = 0; i < 250 && (gone < 1 || used != 0); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        gone = metric(srv, "glia_client_disconnects_total");
+        used = metric(srv, "glia_kv_cache_blocks_used");
+    }
+    EXPECT_EQ(gone, 1);
+    EXPECT_EQ(used, 0);
+}
+
 }  // namespace
 #endif  // GLIA_HAVE_SERVER
