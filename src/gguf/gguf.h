@@ -2,6 +2,13 @@
 //
 // Every error is a glia::Error whose message names the file, the byte offset and the
 // field that was wrong. Nothing here may crash or read out of bounds on malformed input.
+//
+// A mapped file that is truncated while in use would make every read of a page past its
+// new end raise SIGBUS and kill the process. The reader installs a SIGBUS handler (once,
+// chaining to the previous one for other addresses) that replaces such a mapping with
+// zero pages and records it: the read that faulted, and every later one, sees zeros, and
+// File::changed() says what happened. Users of a file check changed() and report it (a
+// computation over the zeros is garbage, not a crash).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -87,6 +94,10 @@ public:
     uint64_t file_size() const { return size_; }
     const uint8_t* bytes() const { return base_; }
     bool has_data() const { return !header_only_; }  // false: made by header_only()
+    // "" while the file is as it was opened; else a message naming it and saying what
+    // changed: truncated (a read of its mapping failed, or its size differs) or modified
+    // (its modification time differs). Cheap (an fstat): callers check it per request.
+    std::string changed() const;
 
     const std::vector<KV>& kvs() const { return kvs_; }
     const Value* find(std::string_view key) const;  // nullptr when absent
@@ -118,6 +129,9 @@ private:
     const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     void* map_ = nullptr;             // mmap'd region (or nullptr)
+    int fd_ = -1;                     // kept open to notice changes (fstat)
+    int64_t mtime_ns_ = 0;            // modification time when opened
+    int map_slot_ = -1;               // registration with the SIGBUS handler (-1: none)
     std::vector<uint8_t> owned_;      // from_memory storage
     bool header_only_ = false;
     std::vector<KV> kvs_;

@@ -10,14 +10,17 @@
 //    150k-entry vocabulary parses without one allocation per element;
 //  - all offsets and sizes are 64-bit (files larger than 4 GiB work).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <unordered_set>
 
 #include "gguf/gguf.h"
@@ -119,6 +122,80 @@ size_t scalar_size(ValueType t) {
 }
 
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
+
+// ---------------------------------------------------------------------------------------
+// Truncation while mapped (see gguf.h). The handler only reads these slots (atomics, no
+// locks): a mapping's range, and whether a read of it faulted.
+struct MapSlot {
+    std::atomic<uintptr_t> begin{0};
+    std::atomic<size_t> size{0};
+    std::atomic<bool> faulted{false};
+};
+constexpr int kMaxSlots = 256;  // files mapped at once with protection; more still work, unprotected
+MapSlot g_slots[kMaxSlots];
+std::mutex g_slots_mutex;       // taking and giving back slots (never in the handler)
+struct sigaction g_prev_sigbus {};
+
+void on_sigbus(int sig, siginfo_t* info, void* uctx) {
+    const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+    for (MapSlot& slot : g_slots) {
+        const uintptr_t b = slot.begin.load(std::memory_order_acquire);
+        const size_t n = slot.size.load(std::memory_order_acquire);
+        if (b == 0 || addr < b || addr - b >= n) continue;
+        // Zero pages in place of the whole mapping (mmap is a plain system call, safe in a
+        // handler): the faulting read is retried and sees zeros, and so does every later one.
+        if (mmap(reinterpret_cast<void*>(b), n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+            static const char msg[] = "glia: a model file was truncated while in use, and its mapping could not be replaced\n";
+            if (write(2, msg, sizeof msg - 1) < 0) {
+            }
+            _exit(135);
+        }
+        slot.faulted.store(true, std::memory_order_release);
+        return;
+    }
+    // Not a file of ours: what would have happened without us.
+    if (g_prev_sigbus.sa_flags & SA_SIGINFO) {
+        if (g_prev_sigbus.sa_sigaction) {
+            g_prev_sigbus.sa_sigaction(sig, info, uctx);
+            return;
+        }
+    } else if (g_prev_sigbus.sa_handler != SIG_DFL && g_prev_sigbus.sa_handler != SIG_IGN) {
+        g_prev_sigbus.sa_handler(sig);
+        return;
+    }
+    signal(SIGBUS, SIG_DFL);  // the read faults again on return and ends the process
+}
+
+// Registers a mapping with the handler (installed on first use); -1 when no slot is free.
+int protect_mapping(const void* base, size_t bytes) {
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+        struct sigaction sa {};
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, &g_prev_sigbus);
+    });
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::lock_guard<std::mutex> lk(g_slots_mutex);
+    for (int k = 0; k < kMaxSlots; ++k) {
+        MapSlot& slot = g_slots[k];
+        if (slot.begin.load() != 0) continue;
+        slot.faulted.store(false);
+        slot.size.store((bytes + page - 1) / page * page);
+        slot.begin.store(reinterpret_cast<uintptr_t>(base), std::memory_order_release);
+        return k;
+    }
+    return -1;
+}
+
+void unprotect_mapping(int k) {
+    if (k < 0) return;
+    std::lock_guard<std::mutex> lk(g_slots_mutex);
+    g_slots[k].begin.store(0, std::memory_order_release);
+}
+
+int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 
 struct ValueReader {
     Cursor& c;
@@ -227,17 +304,15 @@ std::unique_ptr<File> File::open(const std::string& path) {
     std::unique_ptr<File> f(new File());
     f->path_ = path;
     f->size_ = static_cast<uint64_t>(st.st_size);
+    f->fd_ = fd;  // closed by ~File, also when parse() throws
+    f->mtime_ns_ = mtime_ns(st);
     if (f->size_ > 0) {
         void* m = mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            ::close(fd);
-            fail(path, ": cannot map ", f->size_, " bytes: ", std::strerror(e));
-        }
+        if (m == MAP_FAILED) fail(path, ": cannot map ", f->size_, " bytes: ", std::strerror(errno));
         f->map_ = m;
         f->base_ = static_cast<const uint8_t*>(m);
+        f->map_slot_ = protect_mapping(m, static_cast<size_t>(f->size_));
     }
-    ::close(fd);
     f->parse();
     return f;
 }
@@ -264,7 +339,24 @@ std::unique_ptr<File> File::header_only(std::vector<uint8_t> header, std::string
 }
 
 File::~File() {
+    unprotect_mapping(map_slot_);
     if (map_) munmap(map_, static_cast<size_t>(size_));
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::string File::changed() const {
+    if (map_slot_ >= 0 && g_slots[map_slot_].faulted.load(std::memory_order_acquire))
+        return cat(path_, ": the file was truncated while in use (reading its data failed); what was computed from it "
+                          "is not valid: restart with an intact file");
+    struct stat st {};
+    if (fd_ < 0 || fstat(fd_, &st) != 0) return {};
+    if (static_cast<uint64_t>(st.st_size) != size_)
+        return cat(path_, ": the file was ", static_cast<uint64_t>(st.st_size) < size_ ? "truncated" : "changed",
+                   " while in use: it has ", st.st_size, " bytes, ", size_, " when it was loaded; restart with an intact file");
+    if (mtime_ns(st) != mtime_ns_)
+        return cat(path_, ": the file was modified while in use (its modification time changed), so the loaded "
+                          "weights may no longer be its contents: restart to load it again");
+    return {};
 }
 
 void File::parse() {

@@ -191,7 +191,7 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
     json body;
     try {
         body = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw_api(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
     }
     if (!body.is_object()) throw_api(400, std::string("the request body must be a JSON object, got ") + type_name(body), "", "invalid_json");

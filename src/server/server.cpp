@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -15,8 +18,10 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "server/connection.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
 #include "tokenizer/chat_template.h"
@@ -78,6 +83,41 @@ std::string base_name(const std::string& path) {
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+bool has_token(std::string value, const char* token) {
+    std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+    return value.find(token) != std::string::npos;
+}
+
+// The request comes with a body (a length, or chunks).
+bool has_body(const httplib::Request& req) {
+    return has_token(req.get_header_value("Transfer-Encoding"), "chunked") ||
+           (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+void close_connection(httplib::Response& res) {
+    if (Connection* c = Connection::current()) c->close_after_response();
+    res.set_header("Connection", "close");
+}
+
+// Fills in the options left to the server (0 = derived from the engine's).
+ServerOptions resolve(ServerOptions o, const Engine& engine) {
+    if (o.max_concurrent <= 0) o.max_concurrent = engine.options().n_parallel + engine.options().max_queue;
+    if (o.max_connections <= 0) o.max_connections = std::max(256, o.max_concurrent + 64);
+    return o;
+}
+
+ConnectionLimits limits_of(const ServerOptions& o) {
+    ConnectionLimits l;
+    l.max_connections = o.max_connections;
+    l.request_timeout_s = o.request_timeout_s;
+    l.idle_timeout_s = o.idle_timeout_s;
+    l.busy_body = dump(error_json({503,
+                                   "the server has " + std::to_string(o.max_connections) +
+                                       " connections open, its limit (--max-connections); retry later",
+                                   "server_overloaded", "", "too_many_connections"}));
+    return l;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -85,10 +125,11 @@ struct HttpServer::Impl {
     const Model& model;
     const tok::Vocab& vocab;
     ServerOptions opt;
-    httplib::Server http;
+    ConnectionServer http;
     int port = -1;
     std::optional<tok::ChatTemplate> tmpl;
     std::mutex tmpl_mutex;
+    tok::PromptTokenizer prompt_tokenizer;
     std::string bos_text, eos_text;
 
     std::atomic<int> active{0};  // generation requests in flight
@@ -98,8 +139,9 @@ struct HttpServer::Impl {
     uint64_t rejected_by_server = 0;  // validation / limit errors on generation routes
     uint64_t timeouts = 0, disconnects = 0;
 
-    Impl(Engine& e, const Model& m, ServerOptions o) : engine(e), model(m), vocab(m.vocab()), opt(std::move(o)) {
-        if (opt.max_concurrent <= 0) opt.max_concurrent = engine.options().n_parallel + engine.options().max_queue;
+    Impl(Engine& e, const Model& m, ServerOptions o)
+        : engine(e), model(m), vocab(m.vocab()), opt(resolve(std::move(o), e)), http(limits_of(opt)),
+          prompt_tokenizer(vocab) {
         if (!opt.chat_template.empty()) tmpl.emplace(opt.chat_template);
         bos_text = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
         eos_text = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
@@ -112,8 +154,7 @@ struct HttpServer::Impl {
     }
 
     void setup() {
-        const int pool = opt.max_concurrent + 8;  // room for /health and /metrics under load
-        http.new_task_queue = [pool] { return new httplib::ThreadPool(static_cast<size_t>(pool)); };
+        // Connections, threads and the time to receive a request: see connection.h.
         http.set_payload_max_length(opt.max_body);
         const auto idle = std::chrono::milliseconds(static_cast<long long>(opt.idle_timeout_s * 1000));
         http.set_read_timeout(idle);
@@ -133,11 +174,13 @@ struct HttpServer::Impl {
             const std::string auth = req.get_header_value("Authorization");
             const std::string prefix = "Bearer ";
             if (auth.empty()) {
+                if (has_body(req)) close_connection(res);  // the body stays unread
                 set_error(res, {401, "missing API key: send 'Authorization: Bearer KEY' (the server was started with --api-key)",
                                 "authentication_error", "", "missing_api_key"});
                 return httplib::Server::HandlerResponse::Handled;
             }
             if (auth.rfind(prefix, 0) != 0 || !secure_equal(auth.substr(prefix.size()), opt.api_key)) {
+                if (has_body(req)) close_connection(res);
                 set_error(res, {401, "invalid API key", "authentication_error", "", "invalid_api_key"});
                 return httplib::Server::HandlerResponse::Handled;
             }
@@ -147,15 +190,20 @@ struct HttpServer::Impl {
             if (!res.body.empty()) return;
             ApiError e;
             e.status = res.status;
+            // httplib's own errors are about the request's framing: what follows on the
+            // connection cannot be trusted to start a request.
+            if (res.status == 400 || res.status == 408 || res.status == 413 || res.status == 414 || res.status == 431)
+                close_connection(res);
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
             } else if (res.status == 413) {
-                e.message = "the request body is larger than the server's limit of " + std::to_string(opt.max_body) +
-                            " bytes (--max-body)";
+                e.message = "the request body is too large for " + req.method + " " + req.path;
                 e.code = "body_too_large";
+            } else if (res.status == 414) {
+                e.message = "the request line is too long";
             } else if (res.status == 400) {
                 e.message = "malformed HTTP request";
             } else {
@@ -181,6 +229,11 @@ struct HttpServer::Impl {
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             const EngineStats s = engine.stats();
             json j = {{"status", "ok"}, {"model", opt.model_id}, {"running", s.running}, {"waiting", s.waiting}};
+            if (const std::string why = model.file().changed(); !why.empty()) {
+                res.status = 503;
+                j["status"] = "error";
+                j["error"] = why;
+            }
             res.set_content(dump(j), "application/json");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -196,12 +249,15 @@ struct HttpServer::Impl {
             }
             res.set_content(dump(model_json()), "application/json");
         });
-        http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            generate(req, res, Endpoint::CHAT);
-        });
-        http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            generate(req, res, Endpoint::COMPLETION);
-        });
+        // With a content reader the handler reads the body itself: see read_body.
+        http.Post("/v1/chat/completions",
+                  [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                      generate(req, res, body, Endpoint::CHAT);
+                  });
+        http.Post("/v1/completions",
+                  [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                      generate(req, res, body, Endpoint::COMPLETION);
+                  });
     }
 
     json model_json() const {
@@ -250,12 +306,17 @@ struct HttpServer::Impl {
                s.decode_tokens_per_second);
         metric("glia_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", s.kv_blocks_used);
         metric("glia_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.", s.kv_blocks_total);
+        metric("glia_http_connections_open", "gauge", "HTTP connections being served.", http.open_connections());
+        metric("glia_http_connections_refused_total", "counter",
+               "HTTP connections answered 503 at once (over --max-connections).", http.refused_connections());
         o << "# HELP glia_http_responses_total HTTP responses by status code.\n# TYPE glia_http_responses_total counter\n";
         for (const auto& [code, n] : statuses) o << "glia_http_responses_total{code=\"" << code << "\"} " << n << '\n';
         return o.str();
     }
 
-    // The prompt's token ids.
+    // The prompt's token ids. A completion's prompt is parsed for special tokens (a
+    // client may send control tokens, as with the reference's servers); in a chat, only
+    // the template's own text is: message contents stay text (tok::PromptTokenizer).
     std::vector<int32_t> prompt_tokens(const Job& job) {
         if (job.endpoint == Endpoint::COMPLETION) {
             if (job.prompt_is_ids) {
@@ -268,11 +329,13 @@ struct HttpServer::Impl {
             }
             return vocab.tokenize(job.prompt, true, true);
         }
+        json messages = job.messages;
+        for (json& m : messages) m["content"] = prompt_tokenizer.protect(m["content"].get<std::string>());
         std::string text;
         if (tmpl) {
             jinja::Value conv;
             try {
-                conv = jinja::Value::parse_json(job.messages.dump());
+                conv = jinja::Value::parse_json(messages.dump());
             } catch (const std::exception& e) {
                 throw_api(400, std::string("'messages' could not be read: ") + e.what(), "messages", "invalid_value");
             }
@@ -284,9 +347,9 @@ struct HttpServer::Impl {
                           "template_error");
             }
         } else {
-            text = plain_chat_prompt(job.messages);
+            text = plain_chat_prompt(messages);
         }
-        std::vector<int32_t> ids = vocab.tokenize(text, false, true);
+        std::vector<int32_t> ids = prompt_tokenizer.tokenize(text);
         if (vocab.add_bos() && vocab.bos() >= 0 && (ids.empty() || ids[0] != vocab.bos())) ids.insert(ids.begin(), vocab.bos());
         return ids;
     }
@@ -299,7 +362,62 @@ struct HttpServer::Impl {
         set_error(res, e);
     }
 
-    void generate(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+    // The request body, at most --max-body bytes, read here rather than by httplib: its
+    // own reading limits only bodies with a Content-Length (a chunked one was read whole,
+    // whatever its size), waits for the connection to close when a POST has neither
+    // header, and applies an 8 KiB limit of its own to form-encoded bodies (what `curl -d`
+    // sends, JSON included). A body refused before it is read whole leaves the connection
+    // unusable: it is closed after the response.
+    std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        const std::string limit = std::to_string(opt.max_body) + " bytes (--max-body)";
+        const bool chunked = has_token(req.get_header_value("Transfer-Encoding"), "chunked");
+        if (!chunked && !req.has_header("Content-Length")) return "";  // no body (RFC 9112, 6.3)
+        if (req.is_multipart_form_data()) {
+            close_connection(res);
+            throw_api(415, "multipart bodies are not accepted; send the request as JSON", "", "unsupported_media_type");
+        }
+        if (!chunked) {
+            const std::string v = req.get_header_value("Content-Length");
+            char* end = nullptr;
+            errno = 0;
+            const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+            if (v.empty() || *end || errno == ERANGE || v[0] == '-') {
+                close_connection(res);
+                throw_api(400, "the Content-Length '" + v + "' is not a byte count", "", "invalid_request");
+            }
+            if (n > opt.max_body) {
+                close_connection(res);
+                throw_api(413, "the request body has " + v + " bytes; this server accepts at most " + limit, "",
+                          "body_too_large");
+            }
+        }
+        std::string body;
+        bool too_large = false;
+        const bool ok = reader([&](const char* data, size_t n) {
+            if (body.size() + n > opt.max_body) {
+                too_large = true;
+                return false;
+            }
+            body.append(data, n);
+            return true;
+        });
+        if (too_large) {
+            close_connection(res);
+            throw_api(413, "the request body is larger than " + limit, "", "body_too_large");
+        }
+        if (!ok) {
+            close_connection(res);
+            const Connection* c = Connection::current();
+            if (c && c->deadline_passed())
+                throw_api(408, "the request did not arrive within " + json(opt.request_timeout_s).dump() +
+                                   " s (--read-timeout)", "", "request_timeout");
+            throw_api(400, "the request body could not be read (malformed chunks or the connection broke)", "",
+                      "invalid_request");
+        }
+        return body;
+    }
+
+    void generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, Endpoint ep) {
         // A slot among the concurrent requests, held until the response is written.
         struct Slot {
             std::atomic<int>& n;
@@ -308,11 +426,14 @@ struct HttpServer::Impl {
         };
         auto slot = std::make_shared<Slot>(active);
         try {
+            const std::string body = read_body(req, res, reader);
             if (active.load() > opt.max_concurrent)
                 throw_api(503, "the server is busy: " + std::to_string(opt.max_concurrent) +
                                    " requests are in flight (--max-concurrent); retry later",
                           "", "server_busy");
-            Job job = parse_request(req.body, ep, opt.defaults);
+            if (const std::string why = model.file().changed(); !why.empty())
+                throw_api(503, why, "", "model_file_changed", "server_error");
+            Job job = parse_request(body, ep, opt.defaults);
             if (!known_model(job.model)) throw unknown_model(job.model);
             const char* prompt_field = ep == Endpoint::CHAT ? "messages" : "prompt";
             std::vector<int32_t> ids = prompt_tokens(job);
@@ -358,22 +479,31 @@ struct HttpServer::Impl {
             }
             auto run = std::make_shared<Run>(*this, std::move(job), ch, id, n_prompt, std::move(slot));
             if (run->job.stream) {
+                // The status (200) goes out now; a failure later ends the stream with an
+                // error event.
                 res.set_header("Cache-Control", "no-cache");
                 res.set_header("X-Accel-Buffering", "no");
                 res.set_chunked_content_provider("text/event-stream", [run](size_t, httplib::DataSink& sink) {
-                    return run->serve(sink);  // one call serves the whole stream
+                    return run->stream(sink);  // one call serves the whole stream
                 });
             } else {
-                res.set_chunked_content_provider("application/json", [run](size_t, httplib::DataSink& sink) {
-                    return run->serve(sink);
-                });
+                // The whole result is awaited here, so its status is the outcome's: 200,
+                // or 504 for --timeout, 500 for a failure, 503 for shutdown.
+                Connection* conn = Connection::current();
+                if (!run->collect(conn)) {  // the client went away: nobody to answer
+                    close_connection(res);
+                    set_error(res, {499, "the client closed the connection", "invalid_request_error", "", "client_gone"});
+                    return;
+                }
+                if (run->error) set_error(res, *run->error);
+                else res.set_content(dump(run->whole()), "application/json");
             }
         } catch (const ApiError& e) {
             reject(res, e);
         }
     }
 
-    // One accepted request: drains its events, writes to the client.
+    // One accepted request: takes its events from the engine, builds the text.
     struct Run {
         Impl& s;
         Job job;
@@ -386,11 +516,17 @@ struct HttpServer::Impl {
         Clock::time_point deadline;
         bool finished = false;  // the engine's last event was seen, or we cancelled
         int n_generated = 0;
+        const char* finish_reason = nullptr;  // set when the request ended well
+        std::optional<ApiError> error;        // ... or this, when it did not
+        std::vector<TokenLogprob> all_lp;     // whole responses: every token's
+        std::string echo;                     // completions with "echo": the prompt
 
         Run(Impl& srv, Job j, std::shared_ptr<Channel> c, uint64_t i, int np, std::shared_ptr<void> sl)
             : s(srv), job(std::move(j)), ch(std::move(c)), id(i), n_prompt(np), slot(std::move(sl)),
               rid(new_response_id(job.endpoint, srv.opt.model_id)), text(job.stop),
-              deadline(Clock::now() + std::chrono::milliseconds(static_cast<long long>(srv.opt.timeout_s * 1000))) {}
+              deadline(Clock::now() + std::chrono::milliseconds(static_cast<long long>(srv.opt.timeout_s * 1000))) {
+            if (job.endpoint == Endpoint::COMPLETION && job.echo && !job.prompt_is_ids) echo = job.prompt;
+        }
         ~Run() { cancel(); }
 
         void cancel() {
@@ -409,6 +545,8 @@ struct HttpServer::Impl {
             ch->abandon();
         }
 
+        bool over() const { return finish_reason || error; }
+
         TokenLogprob logprob_of(const TokenEvent& ev) const {
             TokenLogprob t;
             t.text = s.vocab.token_to_piece(ev.token, false);
@@ -417,113 +555,128 @@ struct HttpServer::Impl {
             return t;
         }
 
+        // Waits up to 100 ms for the engine's events and applies them to the text; the
+        // request may end (finish_reason), or fail (error: shutdown, --timeout, an engine
+        // error, the model file changed underneath). Returns the logprobs of new tokens.
+        std::vector<TokenLogprob> step() {
+            std::vector<TokenLogprob> lps;
+            const auto now = Clock::now();
+            if (s.stopping) {
+                cancel();
+                error = ApiError{503, "the server is shutting down; the request was cancelled", "server_error", "",
+                                 "shutting_down"};
+                return lps;
+            }
+            if (now >= deadline) {
+                cancel();
+                std::lock_guard<std::mutex> lk(s.stats_mutex);
+                ++s.timeouts;
+                error = ApiError{504, "the request took longer than the server's limit of " + json(s.opt.timeout_s).dump() +
+                                          " s (--timeout) and was cancelled",
+                                 "server_error", "", "timeout"};
+                return lps;
+            }
+            std::deque<TokenEvent> events = ch->wait(std::min(deadline, now + std::chrono::milliseconds(100)));
+            // Tokens computed from a file that changed underneath are not the model's.
+            if (const std::string why = s.model.file().changed(); !why.empty()) {
+                cancel();
+                error = ApiError{500, why, "server_error", "", "model_file_changed"};
+                return lps;
+            }
+            for (const TokenEvent& ev : events) {
+                if (finish_reason) break;
+                if (ev.token >= 0) {
+                    ++n_generated;
+                    if (job.logprobs) lps.push_back(logprob_of(ev));
+                    if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
+                        finish_reason = "stop";
+                        stop_early();
+                        break;
+                    }
+                }
+                n_generated = std::max(n_generated, ev.n_generated);
+                if (ev.done) {
+                    finished = true;
+                    if (ev.finish == FinishReason::STOP) finish_reason = "stop";
+                    else if (ev.finish == FinishReason::LENGTH) finish_reason = "length";
+                    else if (ev.finish == FinishReason::ERROR)
+                        error = ApiError{500, "generation failed: " + ev.error, "server_error", "", "generation_error"};
+                    else
+                        error = ApiError{503, "the request was cancelled by the server (shutting down)", "server_error", "",
+                                         "cancelled"};
+                }
+            }
+            return lps;
+        }
+
+        void count_disconnect() {
+            cancel();
+            std::lock_guard<std::mutex> lk(s.stats_mutex);
+            ++s.disconnects;
+        }
+
+        // Whole responses: runs the request to its end. False when the client went away
+        // meanwhile (the request is then cancelled).
+        bool collect(const Connection* conn) {
+            while (!over()) {
+                for (TokenLogprob& t : step()) all_lp.push_back(std::move(t));
+                if (conn && conn->peer_gone()) {
+                    count_disconnect();
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        json whole() const {
+            const Usage usage{n_prompt, n_generated};
+            const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
+            return job.endpoint == Endpoint::CHAT
+                       ? chat_response(rid, text.text(), finish_reason, lp, usage)
+                       : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+        }
+
         bool write(httplib::DataSink& sink, const std::string& data) { return sink.write(data.data(), data.size()); }
         bool write_event(httplib::DataSink& sink, const json& j) { return write(sink, "data: " + dump(j) + "\n\n"); }
 
-        // Writes the whole response; true when it was complete (sink.done() called).
-        bool serve(httplib::DataSink& sink) {
-            const bool stream = job.stream;
+        // Streams the whole response; true when it was complete (sink.done() called).
+        bool stream(httplib::DataSink& sink) {
             const bool chat = job.endpoint == Endpoint::CHAT;
-            std::string echo = (!chat && job.echo && !job.prompt_is_ids) ? job.prompt : "";
-            std::vector<TokenLogprob> all_lp;
-            const char* finish_reason = nullptr;
-            std::optional<ApiError> error;
             size_t text_offset = echo.size();  // completion logprobs: offset of the next token's text
             bool ok = true;
-
-            if (stream) {
-                if (chat) ok = write_event(sink, chat_chunk(rid, json{{"role", "assistant"}, {"content", ""}}, nullptr,
-                                                            job.logprobs ? &all_lp : nullptr, job.include_usage));
-                else if (!echo.empty())
-                    ok = write_event(sink, completion_chunk(rid, echo, nullptr, nullptr, 0, job.include_usage));
-            }
-            while (ok && !finish_reason && !error) {
-                const auto now = Clock::now();
-                if (s.stopping) {
-                    cancel();
-                    error = ApiError{503, "the server is shutting down; the request was cancelled", "server_error", "",
-                                     "shutting_down"};
-                    break;
-                }
-                if (now >= deadline) {
-                    cancel();
-                    std::lock_guard<std::mutex> lk(s.stats_mutex);
-                    ++s.timeouts;
-                    error = ApiError{504, "the request took longer than the server's limit of " + json(s.opt.timeout_s).dump() +
-                                              " s (--timeout) and was cancelled",
-                                     "server_error", "", "timeout"};
-                    break;
-                }
-                std::deque<TokenEvent> events = ch->wait(std::min(deadline, now + std::chrono::milliseconds(100)));
+            if (chat) ok = write_event(sink, chat_chunk(rid, json{{"role", "assistant"}, {"content", ""}}, nullptr,
+                                                        job.logprobs ? &all_lp : nullptr, job.include_usage));
+            else if (!echo.empty()) ok = write_event(sink, completion_chunk(rid, echo, nullptr, nullptr, 0, job.include_usage));
+            while (ok && !over()) {
+                std::vector<TokenLogprob> lps = step();
+                if (error) break;
                 if (!sink.is_writable()) {
                     ok = false;
                     break;
                 }
-                std::vector<TokenLogprob> lps;
-                for (const TokenEvent& ev : events) {
-                    if (finish_reason) break;
-                    if (ev.token >= 0) {
-                        ++n_generated;
-                        if (job.logprobs) lps.push_back(logprob_of(ev));
-                        if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
-                            finish_reason = "stop";
-                            stop_early();
-                            break;
-                        }
-                    }
-                    n_generated = std::max(n_generated, ev.n_generated);
-                    if (ev.done) {
-                        finished = true;
-                        if (ev.finish == FinishReason::STOP) finish_reason = "stop";
-                        else if (ev.finish == FinishReason::LENGTH) finish_reason = "length";
-                        else if (ev.finish == FinishReason::ERROR)
-                            error = ApiError{500, "generation failed: " + ev.error, "server_error", "", "generation_error"};
-                        else
-                            error = ApiError{503, "the request was cancelled by the server (shutting down)", "server_error", "",
-                                             "cancelled"};
-                    }
-                }
-                if (stream) {
-                    const std::string delta = text.take(finish_reason != nullptr);
-                    if (!delta.empty() || !lps.empty()) {
-                        const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
-                        ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
-                                  : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage));
-                        text_offset += delta.size();
-                    }
-                } else {
-                    for (auto& t : lps) all_lp.push_back(std::move(t));
+                const std::string delta = text.take(finish_reason != nullptr);
+                if (!delta.empty() || !lps.empty()) {
+                    const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
+                    ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
+                              : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage));
+                    text_offset += delta.size();
                 }
             }
             if (!ok) {  // the client went away
-                cancel();
-                std::lock_guard<std::mutex> lk(s.stats_mutex);
-                ++s.disconnects;
+                count_disconnect();
                 return false;
             }
-            const Usage usage{n_prompt, n_generated};
             if (error) {
-                if (stream) {
-                    write_event(sink, error_json(*error));
-                    write(sink, "data: [DONE]\n\n");
-                } else {
-                    write(sink, dump(error_json(*error)));
-                }
+                write_event(sink, error_json(*error));
+                write(sink, "data: [DONE]\n\n");
                 sink.done();
                 return true;
             }
-            if (stream) {
-                const json empty = json::object();
-                if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
-                else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
-                if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, usage));
-                if (ok) ok = write(sink, "data: [DONE]\n\n");
-            } else {
-                const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
-                const json body = chat ? chat_response(rid, text.text(), finish_reason, lp, usage)
-                                       : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
-                ok = write(sink, dump(body));
-            }
+            const json empty = json::object();
+            if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
+            else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
+            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated}));
+            if (ok) ok = write(sink, "data: [DONE]\n\n");
             if (ok) sink.done();
             return ok;
         }
@@ -545,6 +698,7 @@ void HttpServer::bind() {
             fail("cannot listen on ", s.opt.host, ":", s.opt.port, " (is the port in use? pick another with --port)");
         s.port = s.opt.port;
     }
+    s.http.after_bind();
 }
 
 int HttpServer::port() const { return impl_->port; }

@@ -2,26 +2,36 @@
 // streaming and metrics over an Engine. Built only with the server packages
 // (GLIA_HAVE_SERVER: cpp-httplib and nlohmann-json from Debian).
 //
-// Threads: httplib's pool of HTTP threads, one per connection being served (bounded by
-// max_concurrent + a few for /health and /metrics); the engine thread, which only pushes
-// each token into the request's queue. An HTTP thread drains its queue, detokenizes,
-// matches stop strings and writes to its client, so a slow client never stalls
-// generation for the others; a client that goes away cancels its request.
+// Connections: each is served on a thread of its own, at most --max-connections at once
+// (503 beyond); a request must arrive whole within --read-timeout; pipelined requests are
+// answered in order (connection.h says why this is not httplib's own loop). The engine
+// thread only pushes each token into the request's queue; the connection's thread drains
+// it, detokenizes, matches stop strings and writes to its client, so a slow client never
+// stalls generation for the others; a client that goes away cancels its request.
+//
+// Bodies are read by the handlers, at most --max-body bytes whatever their framing
+// (Content-Length, chunked; none means empty), 413 beyond.
 //
 // Chat prompts are rendered with the model's chat template (tokenizer.chat_template).
 // A model without one gets a plain fallback: "role: content\n" per message, then
-// "assistant:" (see plain_chat_prompt in openai.h).
+// "assistant:" (see plain_chat_prompt in openai.h). Special tokens are parsed in the
+// template's own text only; message contents are text (tok::PromptTokenizer).
+// Completion prompts are tokenized with special tokens parsed (as the reference server
+// does), so a client can send control tokens there.
 //
-// Every response body is written by a chunked content provider (streamed or not), so a
-// client that goes away is noticed while its request waits or runs, and the request is
-// cancelled. The status is decided before generation starts: every 4xx/503 comes with its
-// status; a failure after that (the --timeout limit, an engine error, shutdown) ends a
-// stream with a `data: {"error": ...}` event before `data: [DONE]`, and a whole response
-// with an error object in place of the completion.
+// Statuses: every 4xx/503 is decided before generation starts. A whole (non-streamed)
+// response is awaited before anything is sent, so its status is the outcome's: 200, 504
+// when --timeout cancelled it, 500 when generation failed, 503 on shutdown. A stream's
+// status (200) is sent first; a failure after that ends it with a
+// `data: {"error": ...}` event before `data: [DONE]`. A client that goes away while its
+// request waits or runs is noticed and the request cancelled.
+//
+// The model file: if it is truncated or modified while served (gguf::File::changed), the
+// running requests fail (500, "model_file_changed"), later ones get 503 and /health
+// answers 503 with the reason; the process does not crash.
 //
 // Stop strings cancel the engine request when they match (the engine counts it as
-// cancelled); the response says finish_reason "stop". Prompts are tokenized with special
-// tokens parsed (as the reference server does), so a client can send control tokens.
+// finished); the response says finish_reason "stop".
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -44,7 +54,9 @@ struct ServerOptions {
     int max_tokens_limit = 4096;     // generated tokens per request at most (400 beyond)
     int max_concurrent = 0;          // generation requests in flight at most (503 beyond); 0: parallel + queue
     double timeout_s = 600;          // total time for one request (then cancelled)
-    double idle_timeout_s = 30;      // socket read/write and keep-alive idle limit
+    double idle_timeout_s = 30;      // keep-alive idle limit; also the limit for one write
+    double request_timeout_s = 10;   // to receive one whole request (line, headers, body)
+    int max_connections = 0;         // connections served at once (503 beyond); 0: max(256, max_concurrent + 64)
     std::string model_id;            // the served model's id (the file's stem)
     std::string model_path;          // also accepted as "model"
     std::string chat_template;       // "" : the plain role-prefixed fallback

@@ -1,6 +1,8 @@
 #include "args.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -73,8 +75,30 @@ std::string Args::str(const std::string& name) const {
 long long Args::integer(const std::string& name) const {
     std::string s = str(name);
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(s.c_str(), &end, 10);
     if (s.empty() || *end) fail("option ", name, " expects an integer, got '", s, "'");
+    if (errno == ERANGE) fail("option ", name, " is out of range, got '", s, "'");
+    return v;
+}
+
+static std::string show(double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+}
+
+long long Args::integer(const std::string& name, long long lo, long long hi) const {
+    const long long v = integer(name);
+    if (v < lo || v > hi) fail("option ", name, " must be an integer between ", lo, " and ", hi, ", got '", str(name), "'");
+    return v;
+}
+
+double Args::number(const std::string& name, double lo, double hi, bool lo_open) const {
+    const double v = number(name);
+    if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi)
+        fail("option ", name, " must be a number ", lo_open ? "greater than " : "between ", show(lo), lo_open ? " and at most " : " and ",
+             show(hi), ", got '", str(name), "'");
     return v;
 }
 

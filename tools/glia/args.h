@@ -25,6 +25,10 @@ public:
     std::string str(const std::string& name) const;          // value or default
     long long integer(const std::string& name) const;
     double number(const std::string& name) const;
+    // The value checked against a range (numbers must also be finite): an error names the
+    // option, the range and what was given. `lo_open`: lo itself is not allowed.
+    long long integer(const std::string& name, long long lo, long long hi) const;
+    double number(const std::string& name, double lo, double hi, bool lo_open = false) const;
     const std::vector<std::string>& positional() const { return pos_; }
     std::string help() const;
 

@@ -7,7 +7,14 @@
 // that tokenizes differently from how it was sampled) the session is reset and the
 // conversation fed again. A model without a template gets plain completion: each input
 // continues the text so far.
+//
+// What the user types is text: special-token text in a message stays text (only the
+// template's own is parsed, see tok::PromptTokenizer). Ctrl-C during a reply ends the
+// reply and the chat goes on; Ctrl-C at the prompt ends the chat.
 #include <unistd.h>
+
+#include <climits>
+#include <csignal>
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +25,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "jinja/jinja.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
@@ -29,6 +37,29 @@ namespace glia::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// SIGINT while a reply is computed asks it to stop (checked after every token); at any
+// other time, or a second time before the reply noticed, it does what it always does.
+volatile std::sig_atomic_t g_in_reply = 0;
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+    if (g_in_reply && !g_interrupted) {
+        g_interrupted = 1;
+        return;
+    }
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+}
+
+// Marks the span of a reply (prompt feeding and sampling) for on_sigint.
+struct ReplyScope {
+    ReplyScope() {
+        g_interrupted = 0;
+        g_in_reply = 1;
+    }
+    ~ReplyScope() { g_in_reply = 0; }
+};
 
 // Reads one message: a line ending in '\' continues on the next line; the message ends
 // at a line without one (an empty line sends what was typed so far). nullopt at end of
@@ -61,6 +92,7 @@ std::optional<std::string> read_message(bool interactive) {
 struct Chat {
     const Model& model;
     const tok::Vocab& vocab;
+    const tok::PromptTokenizer& prompt_tokenizer;
     Session& session;
     Sampler& sampler;
     long long n_predict;
@@ -86,7 +118,13 @@ struct Chat {
         const std::vector<int32_t> rest(tokens.begin() + static_cast<long>(common), tokens.end());
         std::vector<float> logits = session.decode(rest, false);
         fed.insert(fed.end(), rest.begin(), rest.end());
+        check_file();
         return logits;
+    }
+
+    // A model file truncated or modified while in use reads as zeros (see gguf.h).
+    void check_file() const {
+        if (const std::string why = model.file().changed(); !why.empty()) fail(why);
     }
 
     // Samples and streams a reply after `logits`; returns its text. The sampled tokens
@@ -97,12 +135,12 @@ struct Chat {
         const auto t0 = Clock::now();
         const char* stop = "length";
         while (n_predict < 0 || n < n_predict) {
+            if (g_interrupted) { stop = "interrupted"; break; }
             const int32_t next = sampler.sample(logits.data(), session.n_vocab(), fed);
             ++n;
             if (vocab.is_eog(next)) { stop = "end of generation"; break; }
             const std::string piece = vocab.token_to_piece(next, false);
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
+            write_out(piece);
             reply += piece;
             if (session.n_past() >= session.n_ctx()) {
                 stop = "context full";
@@ -110,20 +148,22 @@ struct Chat {
             }
             logits = session.decode({next}, false);
             fed.push_back(next);
+            check_file();
         }
-        std::fputc('\n', stdout);
-        std::fflush(stdout);
+        write_out("\n");
         if (verbose) {
             const double s = std::chrono::duration<double>(Clock::now() - t0).count();
             std::fprintf(stderr, "[%lld tokens, %.1f tokens/s, stopped: %s]\n", n, n / std::max(s, 1e-9), stop);
         }
         if (std::string(stop) == "context full")
             std::fprintf(stderr, "glia chat: the context is full; type /reset to start over, or raise -c\n");
+        if (std::string(stop) == "interrupted") std::fprintf(stderr, "glia chat: reply interrupted\n");
         return reply;
     }
 
+    // A prompt rendered from protected messages (see PromptTokenizer).
     std::vector<int32_t> tokenize(const std::string& text, bool at_start) const {
-        std::vector<int32_t> t = vocab.tokenize(text, false, true);
+        std::vector<int32_t> t = prompt_tokenizer.tokenize(text);
         if (at_start && vocab.add_bos() && vocab.bos() >= 0 && (t.empty() || t[0] != vocab.bos()))
             t.insert(t.begin(), vocab.bos());
         return t;
@@ -137,6 +177,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
                    "message on the next line; the message is sent at the first line without a trailing\n"
                    "'\\' (an empty line sends what was typed so far). Commands: /reset starts a new\n"
                    "conversation (keeping the system prompt), /exit quits; so does Ctrl-D (end of input).\n"
+                   "Ctrl-C stops a reply being written; at the prompt it quits.\n"
                    "Input may be piped: each message as above, replies go to standard output.\n"
                    "A model without a chat template falls back to plain completion: each input\n"
                    "continues the text so far");
@@ -149,17 +190,20 @@ int cmd_chat(const std::vector<std::string>& argv) {
         .flag("-v,--verbose", "show the rendered prompt, cache reuse and speed on stderr");
     if (!a.parse(argv)) return 0;
 
+    SessionOptions so;
+    so.n_threads = threads_option(a);
+    so.n_ctx = context_option(a);
+    so.cpu_ops = cpu_ops_option(a);
+    const long long n_predict = a.integer("-n", -1, INT32_MAX);
+    const SamplerParams sp = sampling_params(a);  // every option is checked before the model loads
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
-    SessionOptions so;
-    so.n_threads = static_cast<int>(a.integer("-t"));
-    so.n_ctx = static_cast<int>(a.integer("-c"));
-    so.cpu_ops = cpu_ops_option(a);
     Session session(*model, so);
-    Sampler sampler(sampling_params(a));
+    Sampler sampler(sp);
     const bool verbose = a.has("-v");
     const bool interactive = isatty(0) != 0;
-    Chat chat{*model, vocab, session, sampler, a.integer("-n"), verbose, {}};
+    const tok::PromptTokenizer prompt_tokenizer(vocab);
+    Chat chat{*model, vocab, prompt_tokenizer, session, sampler, n_predict, verbose, {}};
 
     std::string source;
     if (a.has("--template")) source = read_file(a.str("--template"));
@@ -185,15 +229,21 @@ int cmd_chat(const std::vector<std::string>& argv) {
     }
 
     const std::string system = a.str("-s");
-    std::vector<jinja::Value> messages;
+    std::vector<jinja::Value> messages;  // contents protected (PromptTokenizer::protect)
+    auto message = [&](const char* role, const std::string& content) {
+        return jinja::Value::object({{"role", jinja::Value(role)}, {"content", jinja::Value(prompt_tokenizer.protect(content))}});
+    };
     auto reset_messages = [&] {
         messages.clear();
-        if (!system.empty())
-            messages.push_back(jinja::Value::object({{"role", jinja::Value("system")}, {"content", jinja::Value(system)}}));
+        if (!system.empty()) messages.push_back(message("system", system));
     };
     reset_messages();
     std::string plain_text = tmpl ? "" : system;  // plain mode: the whole transcript
 
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
     if (interactive)
         std::fprintf(stderr, "glia chat: %s. Type a message; '\\' at the end of a line continues it; /reset, /exit or Ctrl-D.\n",
                      tmpl ? "using the model's chat template" : "plain completion");
@@ -212,7 +262,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
         }
         try {
             if (tmpl) {
-                messages.push_back(jinja::Value::object({{"role", jinja::Value("user")}, {"content", jinja::Value(msg)}}));
+                messages.push_back(message("user", msg));
                 std::string prompt;
                 try {
                     prompt = tmpl->render(jinja::Value::array(messages), bos, eos, true, ropt);
@@ -222,15 +272,19 @@ int cmd_chat(const std::vector<std::string>& argv) {
                     continue;
                 }
                 if (verbose) std::fprintf(stderr, "[prompt]\n%s\n[/prompt]\n", prompt.c_str());
+                ReplyScope in_reply;
                 const std::string reply = chat.generate(chat.sync(chat.tokenize(prompt, true)));
-                messages.push_back(jinja::Value::object({{"role", jinja::Value("assistant")}, {"content", jinja::Value(reply)}}));
+                messages.push_back(message("assistant", reply));
             } else {
                 plain_text += msg;
-                const std::string reply = chat.generate(chat.sync(chat.tokenize(plain_text, true)));
+                ReplyScope in_reply;
+                const std::string reply = chat.generate(chat.sync(chat.tokenize(prompt_tokenizer.protect(plain_text), true)));
                 plain_text += reply;
             }
         } catch (const glia::Error& e) {
             if (tmpl && !messages.empty() && messages.back().object_data().find("role")->as_string() == "user") messages.pop_back();
+            // Standard output failing, or the model file changing underneath, ends the chat.
+            if (std::ferror(stdout) || !model->file().changed().empty()) throw;
             std::fprintf(stderr, "glia chat: error: %s\n", e.what());
             session.reset();
             chat.fed.clear();

@@ -1,6 +1,7 @@
 // glia run: generate text from a prompt, streaming it to stdout; speeds to stderr.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -35,22 +36,24 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (!a.parse(argv)) return 0;
 
     std::string prompt;
+    if (a.has("-f") && a.has("-p")) fail("give the prompt with -p TEXT or -f FILE, not both");
     if (a.has("-f")) prompt = read_file(a.str("-f"));
     else if (a.has("-p")) prompt = a.str("-p");
     else fail("no prompt: give -p TEXT or -f FILE (see 'glia run --help')");
-    const long long n_predict = a.integer("-n");
+    const long long n_predict = a.integer("-n", -1, INT32_MAX);
+    SessionOptions so;
+    so.n_threads = threads_option(a);
+    so.n_ctx = context_option(a);
+    so.cpu_ops = cpu_ops_option(a);
+    so.verbose = a.has("-v");
+    const SamplerParams sp = sampling_params(a);  // every option is checked before the model loads
     const bool show_ids = a.has("--show-ids") || (std::getenv("GLIA_DEBUG_TOKENS") && *std::getenv("GLIA_DEBUG_TOKENS") != '0');
 
     const auto t_load = Clock::now();
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
-    SessionOptions so;
-    so.n_threads = static_cast<int>(a.integer("-t"));
-    so.n_ctx = static_cast<int>(a.integer("-c"));
-    so.cpu_ops = cpu_ops_option(a);
-    so.verbose = a.has("-v");
     Session s(*model, so);
-    Sampler sampler(sampling_params(a));
+    Sampler sampler(sp);
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
     std::vector<int32_t> tokens;
@@ -62,15 +65,23 @@ int cmd_run(const std::vector<std::string>& argv) {
                          model->file().path().c_str());
             tokens = vocab.tokenize(prompt, !a.has("--no-bos"), false);
         } else {
-            std::vector<jinja::Value> messages;
-            if (a.has("-s"))
-                messages.push_back(jinja::Value::object({{"role", jinja::Value("system")}, {"content", jinja::Value(a.str("-s"))}}));
-            messages.push_back(jinja::Value::object({{"role", jinja::Value("user")}, {"content", jinja::Value(prompt)}}));
+            // The prompt and the system message are text: special-token text in them stays
+            // text; the template's own is parsed (see tok::PromptTokenizer).
+            const tok::PromptTokenizer pt(vocab);
+            auto conversation = [&](bool protect) {
+                auto text = [&](const std::string& t) { return jinja::Value(protect ? pt.protect(t) : t); };
+                std::vector<jinja::Value> messages;
+                if (a.has("-s"))
+                    messages.push_back(jinja::Value::object({{"role", jinja::Value("system")}, {"content", text(a.str("-s"))}}));
+                messages.push_back(jinja::Value::object({{"role", jinja::Value("user")}, {"content", text(prompt)}}));
+                return jinja::Value::array(messages);
+            };
             const std::string bos = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
             const std::string eos = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
-            shown = tok::ChatTemplate(source).render(jinja::Value::array(messages), bos, eos, true);
+            const tok::ChatTemplate tmpl(source);
+            shown = tmpl.render(conversation(false), bos, eos, true);
             // The rendered text carries its own special tokens; add BOS only if it lacks it.
-            tokens = vocab.tokenize(shown, false, true);
+            tokens = pt.tokenize(tmpl.render(conversation(true), bos, eos, true));
             if (!a.has("--no-bos") && vocab.add_bos() && vocab.bos() >= 0 && (tokens.empty() || tokens[0] != vocab.bos()))
                 tokens.insert(tokens.begin(), vocab.bos());
         }
@@ -84,10 +95,15 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (show_ids)
         for (int32_t t : tokens) std::fprintf(stderr, "[prompt] %6d '%s'\n", t, vocab.token_to_piece(t, true).c_str());
 
-    std::fwrite(shown.data(), 1, shown.size(), stdout);
-    std::fflush(stdout);
+    write_out(shown);
+    // A model file truncated or modified while in use reads as zeros (see gguf.h): what
+    // was computed from it is not the model's.
+    auto check_file = [&] {
+        if (const std::string why = model->file().changed(); !why.empty()) fail(why);
+    };
     const auto t0 = Clock::now();
     std::vector<float> logits = s.decode(tokens, false);
+    check_file();
     const double prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
     std::vector<int32_t> history = tokens;
@@ -100,15 +116,14 @@ int cmd_run(const std::vector<std::string>& argv) {
         history.push_back(next);
         if (show_ids) std::fprintf(stderr, "[gen] %6d '%s'\n", next, vocab.token_to_piece(next, true).c_str());
         if (vocab.is_eog(next) && !a.has("--ignore-eos")) { stop_reason = "end of generation"; break; }
-        const std::string piece = vocab.token_to_piece(next, false);
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        write_out(vocab.token_to_piece(next, false));
         if (s.n_past() >= s.n_ctx()) { stop_reason = "context full"; break; }
         if (n_predict >= 0 && generated >= n_predict) break;
         logits = s.decode({next}, false);
+        check_file();
     }
     const double gen_s = std::chrono::duration<double>(Clock::now() - t1).count();
-    std::fputc('\n', stdout);
+    write_out("\n");
     std::fprintf(stderr,
                  "\nglia: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s | "
                  "stopped: %s\n",

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -46,7 +47,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .opt("--port", "N", "TCP port (0 = any free port, printed at start)", "8080")
         .opt("--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (also $GLIA_API_KEY)")
         .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
-        .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("-t,--threads", "N", "CPU threads, 0..1024 (0 = all cores)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
         .opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
                                    "(prompt + max_tokens) may use", "4096")
@@ -60,7 +61,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .opt("--max-tokens-limit", "N", "generated tokens per request at most (400 beyond); also the default max_tokens",
              "4096")
         .opt("--timeout", "S", "total seconds one request may take before it is cancelled", "600")
-        .opt("--idle-timeout", "S", "seconds a connection may stay idle (reading, writing, keep-alive)", "30")
+        .opt("--idle-timeout", "S", "seconds a connection may stay idle between requests (keep-alive), and a write "
+                                    "may take", "30")
+        .opt("--read-timeout", "S", "seconds a client has to send a whole request (line, headers, body), from its "
+                                    "first byte or the connection's opening; slower ones are disconnected", "10")
+        .opt("--max-connections", "N", "connections served at once (503 beyond; 0 = max(256, max-concurrent + 64))", "0")
         .opt("--template", "FILE", "use this .jinja chat template instead of the model's")
         .flag("--no-template", "ignore the model's chat template (plain role-prefixed prompts)");
     add_sampling_options(a);
@@ -71,31 +76,35 @@ int cmd_serve(const std::vector<std::string>& argv) {
     fail("this glia was built without the HTTP server; install libcpp-httplib-dev and nlohmann-json3-dev "
          "(scripts/setup.sh does) and rebuild");
 #else
-    auto positive = [&](const char* name, long long lo) {
-        const long long v = a.integer(name);
-        if (v < lo) fail(name, " must be at least ", lo, ", got ", v);
-        return v;
-    };
-    const std::string path = model_path(a);
-    auto model = load_model(path);
-
+    // Every option is checked (ranges in the messages) before the model loads.
+    constexpr long long kMaxInt = INT32_MAX;
     server::ServerOptions so;
     so.host = a.str("--host");
-    so.port = static_cast<int>(a.integer("--port"));
-    if (so.port < 0 || so.port > 65535) fail("--port must be in 0..65535, got ", so.port);
+    so.port = static_cast<int>(a.integer("--port", 0, 65535));
     so.api_key = a.str("--api-key");
     if (so.api_key.empty())
         if (const char* k = std::getenv("GLIA_API_KEY")) so.api_key = k;
-    so.max_body = static_cast<size_t>(positive("--max-body", 1));
-    so.max_tokens_limit = static_cast<int>(positive("--max-tokens-limit", 1));
-    so.max_concurrent = static_cast<int>(positive("--max-concurrent", 0));
-    so.timeout_s = a.number("--timeout");
-    so.idle_timeout_s = a.number("--idle-timeout");
-    if (!(so.timeout_s > 0)) fail("--timeout must be positive");
-    if (!(so.idle_timeout_s > 0)) fail("--idle-timeout must be positive");
+    so.max_body = static_cast<size_t>(a.integer("--max-body", 1, 1LL << 40));
+    so.max_tokens_limit = static_cast<int>(a.integer("--max-tokens-limit", 1, kMaxInt));
+    so.max_concurrent = static_cast<int>(a.integer("--max-concurrent", 0, 1 << 20));
+    so.max_connections = static_cast<int>(a.integer("--max-connections", 0, 1 << 16));
+    so.timeout_s = a.number("--timeout", 0, 1e9, true);
+    so.idle_timeout_s = a.number("--idle-timeout", 0, 1e6, true);
+    so.request_timeout_s = a.number("--read-timeout", 0, 1e6, true);
+    so.defaults = sampling_params(a);
+    EngineOptions eo;
+    eo.n_ctx = context_option(a, 16);
+    eo.n_parallel = static_cast<int>(a.integer("--parallel", 1, 4096));
+    eo.n_threads = threads_option(a);
+    eo.cpu_ops = cpu_ops_option(a);
+    eo.block_size = static_cast<int>(a.integer("--block-size", 1, 1 << 16));
+    eo.max_queue = static_cast<int>(a.integer("--max-queue", 0, 1 << 20));
+    eo.prefill_chunk = static_cast<int>(a.integer("--prefill-chunk", 1, 1 << 20));
+
+    const std::string path = model_path(a);
+    auto model = load_model(path);
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
-    so.defaults = sampling_params(a);
     so.verbose = a.has("-v");
     if (a.has("--template")) so.chat_template = read_file(a.str("--template"));
     else if (!a.has("--no-template")) so.chat_template = tok::chat_template(model->file());
@@ -103,14 +112,6 @@ int cmd_serve(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "glia serve: '%s' has no chat template; chat messages are rendered as 'role: content' lines "
                              "followed by 'assistant:' (pass --template FILE.jinja to use one)\n", path.c_str());
 
-    EngineOptions eo;
-    eo.n_ctx = static_cast<int>(positive("-c", 16));
-    eo.n_parallel = static_cast<int>(positive("--parallel", 1));
-    eo.n_threads = static_cast<int>(positive("-t", 0));
-    eo.cpu_ops = cpu_ops_option(a);
-    eo.block_size = static_cast<int>(positive("--block-size", 1));
-    eo.max_queue = static_cast<int>(positive("--max-queue", 0));
-    eo.prefill_chunk = static_cast<int>(positive("--prefill-chunk", 1));
 
     // SIGINT/SIGTERM stop the server: the handler only writes to a pipe (whichever thread
     // it runs on); a thread of ours reads it and stops the server. A client that goes

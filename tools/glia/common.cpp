@@ -2,19 +2,133 @@
 
 #include "dispatch/dispatcher.h"
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/dtype.h"
 #include "core/error.h"
+#include "core/f16.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
+#include "tokenizer/vocab.h"
 
 namespace glia::cli {
+namespace {
+
+// Where a block of `type` keeps its scale(s) (fp16 unless noted), or none known: the
+// bytes a NaN shows in once a quantized tensor is broken.
+struct ScaleAt {
+    int offset = -1, second = -1;  // -1: none
+    bool f32 = false;
+};
+ScaleAt scales_of(DType t) {
+    switch (t) {
+        case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::IQ4_NL: case DType::IQ4_XS:
+        case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+            return {0, -1, false};
+        case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2, false};
+        case DType::Q2_K: return {80, 82, false};
+        case DType::Q3_K: return {108, -1, false};
+        case DType::Q6_K: return {208, -1, false};
+        case DType::Q8_K: return {0, -1, true};
+        default: return {};
+    }
+}
+
+bool finite_f16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return (h & 0x7C00) != 0x7C00;  // exponent all ones: inf or NaN
+}
+
+// Whether a sample of the tensor's values holds NaN or infinity. It reads 32 places spread
+// over the tensor, 8 blocks (or 16 values) at each: a few pages per tensor, whatever the
+// file's size, and pages the first decode reads anyway. A tensor with a few bad values
+// among millions can pass; a broken conversion (NaN throughout) does not.
+bool sample_has_nonfinite(const gguf::TensorInfo& t) {
+    const DTypeInfo& info = dtype_info(t.type);
+    const ScaleAt sc = scales_of(t.type);
+    const bool is_float = t.type == DType::F32 || t.type == DType::F16 || t.type == DType::BF16;
+    if (!is_float && sc.offset < 0) return false;
+    const uint64_t unit = info.type_size;  // one element (float types) or one block
+    const uint64_t n = t.nbytes / unit;
+    const uint64_t run = is_float ? 16 : 8;
+    constexpr int kPlaces = 32;
+    for (int k = 0; k < kPlaces && n > 0; ++k) {
+        const uint64_t first = n <= run ? 0 : (n - run) * static_cast<uint64_t>(k) / (kPlaces - 1);
+        for (uint64_t i = first; i < std::min(n, first + run); ++i) {
+            const uint8_t* p = t.data + i * unit;
+            if (t.type == DType::F32) {
+                float f;
+                std::memcpy(&f, p, 4);
+                if (!std::isfinite(f)) return true;
+            } else if (t.type == DType::F16) {
+                if (!finite_f16(p)) return true;
+            } else if (t.type == DType::BF16) {
+                uint16_t h;
+                std::memcpy(&h, p, 2);
+                if (!std::isfinite(bf16_to_f32(h))) return true;
+            } else if (sc.f32) {
+                float f;
+                std::memcpy(&f, p + sc.offset, 4);
+                if (!std::isfinite(f)) return true;
+            } else {
+                if (!finite_f16(p + sc.offset)) return true;
+                if (sc.second >= 0 && !finite_f16(p + sc.second)) return true;
+            }
+        }
+        if (n <= run) break;
+    }
+    return false;
+}
+
+// Warnings about a model that loads but cannot work well: NaN or infinite weights (by
+// sampling, see above) and special-token ids outside the vocabulary (which the vocabulary
+// ignores, keeping its default).
+void warn_about(const Model& model) {
+    const gguf::File& f = model.file();
+    std::vector<std::string> bad;
+    for (const auto& t : f.tensors())
+        if (sample_has_nonfinite(t)) bad.push_back(t.name);
+    if (!bad.empty()) {
+        std::string names;
+        for (size_t i = 0; i < bad.size() && i < 3; ++i) names += (i ? ", '" : "'") + bad[i] + "'";
+        if (bad.size() > 3) names += cat(" and ", bad.size() - 3, " more");
+        std::fprintf(stderr, "glia: warning: %s: NaN or infinite weights in %zu tensor(s) (%s); the model's output "
+                             "will be garbage\n", f.path().c_str(), bad.size(), names.c_str());
+    }
+    const int64_t n_tokens = model.vocab().n_tokens();
+    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                            "tokenizer.ggml.eom_token_id", "tokenizer.ggml.unknown_token_id",
+                            "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id"}) {
+        const gguf::Value* v = f.find(key);
+        if (!v || !v->is_integer()) continue;
+        const bool is_unsigned = v->type == gguf::ValueType::UINT8 || v->type == gguf::ValueType::UINT16 ||
+                                 v->type == gguf::ValueType::UINT32 || v->type == gguf::ValueType::UINT64;
+        // -1 and 0xFFFFFFFF are the usual ways of saying "none".
+        if (is_unsigned ? (v->u < static_cast<uint64_t>(n_tokens) || v->u == 0xFFFFFFFFu || v->u == UINT64_MAX)
+                        : ((v->i >= 0 && v->i < n_tokens) || v->i == -1))
+            continue;
+        std::fprintf(stderr, "glia: warning: %s: %s is %s but the vocabulary has %lld tokens (ids 0..%lld); the key is "
+                             "ignored\n", f.path().c_str(), key, v->to_string().c_str(), static_cast<long long>(n_tokens),
+                     static_cast<long long>(n_tokens - 1));
+    }
+}
+
+}  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& path) {
     if (path.empty()) fail("no model given (pass a .gguf file as the first argument or with -m)");
     if (!std::filesystem::exists(path)) fail("model file '", path, "' does not exist");
-    return Model::load(path);
+    auto model = Model::load(path);
+    warn_about(*model);
+    return model;
 }
 
 std::string model_path(const Args& a) {
@@ -23,44 +137,51 @@ std::string model_path(const Args& a) {
 }
 
 std::string read_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) fail("'", path, "' is a directory, not a file");
     std::ifstream f(path, std::ios::binary);
-    if (!f) fail("cannot read '", path, "'");
+    if (!f) fail("cannot read '", path, "': ", std::strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
+    if (f.bad()) fail("cannot read '", path, "': ", std::strerror(errno));
     return ss.str();
 }
 
+void write_out(std::string_view text) {
+    if ((!text.empty() && std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) || std::fflush(stdout) != 0)
+        fail("cannot write to standard output: ", std::strerror(errno), "; stopping");
+}
+
 void add_sampling_options(Args& a) {
-    a.opt("--temp", "T", "sampling temperature; 0 = greedy", "0.8")
+    a.opt("--temp", "T", "sampling temperature, 0..100; 0 = greedy", "0.8")
         .opt("--top-k", "K", "keep the K most likely tokens (0 = off)", "40")
-        .opt("--top-p", "P", "keep the smallest set with probability mass P (1 = off)", "0.95")
-        .opt("--min-p", "P", "drop tokens below P times the best probability (0 = off)", "0.05")
-        .opt("--repeat-penalty", "F", "penalise recently seen tokens (1 = off)", "1.0")
+        .opt("--top-p", "P", "keep the smallest set with probability mass P, in (0, 1] (1 = off)", "0.95")
+        .opt("--min-p", "P", "drop tokens below P times the best probability, 0..1 (0 = off)", "0.05")
+        .opt("--repeat-penalty", "F", "penalise recently seen tokens, in (0, 100] (1 = off)", "1.0")
         .opt("--repeat-last-n", "N", "window for the penalties (-1 = whole history)", "64")
-        .opt("--presence-penalty", "F", "subtract F from seen tokens' logits", "0")
-        .opt("--frequency-penalty", "F", "subtract F times the count of seen tokens", "0")
+        .opt("--presence-penalty", "F", "subtract F (-2..2) from seen tokens' logits", "0")
+        .opt("--frequency-penalty", "F", "subtract F (-2..2) times the count of seen tokens", "0")
         .opt("--seed", "S", "random seed (-1 = random)", "-1");
 }
 
 SamplerParams sampling_params(const Args& a) {
     SamplerParams p;
-    p.temperature = static_cast<float>(a.number("--temp"));
-    p.top_k = static_cast<int>(a.integer("--top-k"));
-    p.top_p = static_cast<float>(a.number("--top-p"));
-    p.min_p = static_cast<float>(a.number("--min-p"));
-    p.repeat_penalty = static_cast<float>(a.number("--repeat-penalty"));
-    p.repeat_last_n = static_cast<int>(a.integer("--repeat-last-n"));
-    p.presence_penalty = static_cast<float>(a.number("--presence-penalty"));
-    p.frequency_penalty = static_cast<float>(a.number("--frequency-penalty"));
-    const long long seed = a.integer("--seed");
+    p.temperature = static_cast<float>(a.number("--temp", 0, 100));
+    p.top_k = static_cast<int>(a.integer("--top-k", 0, INT32_MAX));
+    p.top_p = static_cast<float>(a.number("--top-p", 0, 1, true));
+    p.min_p = static_cast<float>(a.number("--min-p", 0, 1));
+    p.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", 0, 100, true));
+    p.repeat_last_n = static_cast<int>(a.integer("--repeat-last-n", -1, INT32_MAX));
+    p.presence_penalty = static_cast<float>(a.number("--presence-penalty", -2, 2));
+    p.frequency_penalty = static_cast<float>(a.number("--frequency-penalty", -2, 2));
+    const long long seed = a.integer("--seed", -1, LLONG_MAX);
     p.seed = seed < 0 ? 0xFFFFFFFFFFFFFFFFull : static_cast<uint64_t>(seed);
-    if (p.top_p <= 0.0f || p.top_p > 1.0f) fail("--top-p must be in (0, 1], got ", p.top_p);
     return p;
 }
 
 void add_runtime_options(Args& a) {
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
-        .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
+        .opt("-t,--threads", "N", "CPU threads, 0..1024 (0 = all cores)", "0")
         .opt("-c,--ctx-size", "N", "context size in tokens (0 = the model's)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope "
                                   "(also $GLIA_CPU_OPS; names as in GLIA_PROFILE, lower case)");
@@ -69,5 +190,8 @@ void add_runtime_options(Args& a) {
 std::vector<Op> cpu_ops_option(const Args& a) {
     return a.has("--cpu-ops") ? parse_cpu_ops(a.str("--cpu-ops")) : std::vector<Op>{};
 }
+
+int threads_option(const Args& a) { return static_cast<int>(a.integer("-t", 0, kMaxThreads)); }
+int context_option(const Args& a, int lo) { return static_cast<int>(a.integer("-c", lo, kMaxContext)); }
 
 }  // namespace glia::cli

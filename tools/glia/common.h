@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <string_view>
 
 #include "args.h"
 #include "graph/graph.h"
@@ -12,12 +13,16 @@ namespace glia { class Model; }
 
 namespace glia::cli {
 
-// Loads a model; errors say what was wrong and what to do.
+// Loads a model; errors say what was wrong and what to do. Warns (stderr) about NaN or
+// infinite weights (sampled) and special-token ids outside the vocabulary.
 std::unique_ptr<Model> load_model(const std::string& path);
 // The model path: first positional or -m.
 std::string model_path(const Args& a);
-// Reads a whole file byte for byte (error naming the file).
+// Reads a whole file byte for byte (error naming the file; a directory is an error).
 std::string read_file(const std::string& path);
+// Writes to stdout and flushes; a failure (a full disk, a closed pipe) is an error, so
+// that generation stops instead of going on unseen.
+void write_out(std::string_view text);
 // Declares and reads the sampling options (--temp, --top-k ...).
 void add_sampling_options(Args& a);
 SamplerParams sampling_params(const Args& a);
@@ -25,5 +30,10 @@ SamplerParams sampling_params(const Args& a);
 void add_runtime_options(Args& a);
 // The --cpu-ops list (error naming an unknown op).
 std::vector<Op> cpu_ops_option(const Args& a);
+// -t and -c, range-checked: threads 0..kMaxThreads, context lo..kMaxContext (0 = the model's).
+constexpr long long kMaxThreads = 1024;
+constexpr long long kMaxContext = 1 << 24;
+int threads_option(const Args& a);
+int context_option(const Args& a, int lo = 0);
 
 }  // namespace glia::cli
