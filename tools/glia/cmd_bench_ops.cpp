@@ -26,6 +26,9 @@
 #include "common.h"
 #include "core/json.h"
 #include "quant/quant.h"
+#include "backend/registry.h"
+#include "debug/op_check.h"
+#include "dispatch/dispatcher.h"
 
 namespace glia::cli {
 namespace {
@@ -42,6 +45,14 @@ const NamedShape kShapes[] = {
     {"llama3-1b", {{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}, {2048, 128256}}},
     {"qwen3-0.6b", {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024}, {1024, 151936}}},
     {"llama3-8b", {{4096, 4096}, {4096, 1024}, {4096, 14336}, {14336, 4096}, {4096, 128256}}},
+};
+
+// One decoder layer's dimensions per named shape, for --ops.
+struct LayerDims { const char* name; int64_t n_embd; int n_head, n_kv_head, head_dim; int64_t n_ff; };
+const LayerDims kLayerDims[] = {
+    {"llama3-1b", 2048, 32, 8, 64, 8192},
+    {"qwen3-0.6b", 1024, 16, 8, 128, 3072},
+    {"llama3-8b", 4096, 32, 8, 128, 14336},
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -204,6 +215,56 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
     return r;
 }
 
+// --ops: every op of one decoder layer (or the listed ones) through the op harness on the
+// chosen device: error against the scalar reference, median time, GB/s and GFLOP/s.
+int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vector<int64_t>& tokens) {
+    const LayerDims* dims = nullptr;
+    for (const LayerDims& d : kLayerDims)
+        if (a.str("--shape") == d.name) dims = &d;
+    if (!dims) fail("bench-ops: unknown shape '", a.str("--shape"), "' (llama3-1b, qwen3-0.6b, llama3-8b)");
+    std::vector<Op> only;
+    if (a.str("--ops") != "all") only = parse_cpu_ops(a.str("--ops"));
+    Backend& b = cpu_backend(static_cast<int>(a.integer("-t")));
+    const int n_past = static_cast<int>(a.integer("--past"));
+    const int reps = static_cast<int>(std::max(1LL, a.integer("-r")));
+    const bool json = a.has("--json");
+    json::Writer w;
+    w.begin_array();
+    if (!json) {
+        std::printf("bench-ops --ops: device %s, shape %s, %d cached positions, median of %d runs\n", b.name(),
+                    dims->name, n_past, reps);
+        std::printf("| op | max err | bound | ok | us | GB/s | GFLOP/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    }
+    int failed = 0;
+    for (int64_t T : tokens)
+        for (const OpSpec& s : layer_op_specs(dims->n_embd, dims->n_head, dims->n_kv_head, dims->head_dim, dims->n_ff,
+                                               types, T, n_past)) {
+            if (!only.empty() && std::find(only.begin(), only.end(), s.op) == only.end()) continue;
+            const OpCheck c = check_op(b, s, reps);
+            failed += c.supported && !c.ok;
+            const double gbps = c.seconds > 0 ? c.bytes / c.seconds * 1e-9 : 0;
+            const double gflops = c.seconds > 0 ? c.flops / c.seconds * 1e-9 : 0;
+            if (json) {
+                w.begin_object().key("device").value(b.name()).key("op").value(c.label);
+                w.key("supported").value(c.supported).key("max_err").value(c.max_err, 4);
+                w.key("bound").value(c.tolerance, 4).key("ok").value(c.ok);
+                w.key("us").value(c.seconds * 1e6, 6).key("gbps").value(gbps, 6).key("gflops").value(gflops, 6);
+                w.end_object();
+            } else if (!c.supported) {
+                std::printf("| %s | | | unsupported (runs on the CPU) | | | |\n", c.label.c_str());
+            } else {
+                std::printf("| %s | %.2g | %.2g | %s | %.1f | %.1f | %.1f |\n", c.label.c_str(), c.max_err,
+                            c.tolerance, c.ok ? "yes" : "NO", c.seconds * 1e6, gbps, gflops);
+                std::fflush(stdout);
+            }
+        }
+    w.end_array();
+    if (json) std::printf("%s\n", w.str().c_str());
+    else std::printf("max err: max |ours - reference| / max |reference| (ids: count of differences); GB/s: operand and "
+                     "output bytes / time; GFLOP/s: arithmetic / time.\n");
+    return failed ? 1 : 0;
+}
+
 int cmd_bench_ops(const std::vector<std::string>& argv) {
     Args a("bench-ops", "[options]");
     a.opt("--device", "NAME", "device to time (cpu)", "cpu")
@@ -221,6 +282,9 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
         .flag("--best", "report the fastest repetition instead of the median (noisy shared machines)")
         .flag("--small-pages", "weights on 4 KiB pages (as a model mmap'ed from the page cache), not huge pages")
         .flag("--cpu-clock", "time with the thread's CPU clock (needs -t 1): kernel A/B on a busy machine")
+        .opt("--ops", "LIST", "check and time every op of a layer (all) or the listed ones through the op harness, "
+                              "against the scalar reference")
+        .opt("--past", "N", "--ops: positions already in the KV cache for attention", "512")
         .flag("--json", "print a JSON list instead of a table");
     if (!a.parse(argv)) return 0;
     if (a.str("--device") != "cpu")
@@ -252,6 +316,7 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
         if (v <= 0) fail("bench-ops: bad token count '", s, "' in --tokens");
         tokens.push_back(v);
     }
+    if (a.has("--ops")) return run_op_checks(a, types, tokens);
     cpu::simd::Isa isa = cpu::simd::best_isa();
     if (a.has("--isa")) {
         bool ok = false;
