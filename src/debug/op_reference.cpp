@@ -62,11 +62,12 @@ void ref_attention(const Node& n, std::vector<double>& out) {
     auto cell_of = [&](int s, int p) {
         return int64_t(at(pages, p / ap.block_size, s)) * ap.block_size + p % ap.block_size;
     };
+    std::vector<int64_t> writer(static_cast<size_t>(kc.ne[1]), -1);  // cell -> batch token writing it
+    for (int64_t t = 0; t < T; ++t) writer[static_cast<size_t>(at(cells, t))] = t;
     auto kv = [&](int s, int p, int64_t h, int64_t i, bool is_k) {
         const int64_t c = cell_of(s, p);
-        for (int64_t t = 0; t < T; ++t)
-            if (int64_t(at(cells, t)) == c)
-                return double(round_f16(float(is_k ? at(k, i, h, t) : at(v, i, h, t))));
+        if (const int64_t t = writer[static_cast<size_t>(c)]; t >= 0)
+            return double(round_f16(float(is_k ? at(k, i, h, t) : at(v, i, h, t))));
         return is_k ? at(kc, h * hd + i, c) : at(vc, h * hd_v + i, c);
     };
     out.assign(static_cast<size_t>(hd_v * n_head * T), 0.0);
@@ -152,13 +153,19 @@ void reference_op(const Node& n, std::vector<double>& out) {
         case Op::MATMUL: {
             const Tensor& w = *n.src[MatmulArg::W];
             const Tensor& x = *n.src[MatmulArg::X];
-            for (int64_t t = 0; t < x.ne[1]; ++t)
-                for (int64_t r = 0; r < w.ne[1]; ++r) {
-                    const auto wr = row_of(w, r);
+            const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+            std::vector<double> xs(static_cast<size_t>(K * T));
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t i = 0; i < K; ++i) xs[t * K + i] = at(x, i, t);
+            out.assign(static_cast<size_t>(N * T), 0.0);
+            for (int64_t r = 0; r < N; ++r) {
+                const auto wr = row_of(w, r);  // each row dequantized once
+                for (int64_t t = 0; t < T; ++t) {
                     double d = 0;
-                    for (int64_t i = 0; i < w.ne[0]; ++i) d += wr[i] * at(x, i, t);
-                    out.push_back(d);
+                    for (int64_t i = 0; i < K; ++i) d += wr[i] * xs[t * K + i];
+                    out[t * N + r] = d;
                 }
+            }
             return;
         }
         case Op::GET_ROWS:

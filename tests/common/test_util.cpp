@@ -37,7 +37,10 @@ std::string read_text(const std::string& path) {
     return ss.str();
 }
 
-std::string glia_binary() { return GLIA_BINARY; }
+std::string glia_binary() {
+    if (const char* e = std::getenv("GLIA_BINARY"); e && *e) return e;  // a copy elsewhere (the GPU machine)
+    return GLIA_BINARY;
+}
 
 int run_command(const std::string& cmd, std::string* out) {
     FILE* p = popen(cmd.c_str(), "r");

@@ -89,6 +89,13 @@ std::string first_diverging_layer(const std::string& model, const std::string& s
     return "layer comparison failed: " + out.substr(0, 300);
 }
 
+// $GLIA_GOLDEN_ARGS: more glia eval options, e.g. "-ngl 99" to run the goldens on the GPU
+// (the device machine; CI leaves it unset).
+std::string extra_eval_args() {
+    const char* e = std::getenv("GLIA_GOLDEN_ARGS");
+    return e && *e ? std::string(" ") + e : std::string();
+}
+
 class Golden : public testing::TestWithParam<Case> {};
 
 TEST_P(Golden, MatchesReference) {
@@ -107,7 +114,8 @@ TEST_P(Golden, MatchesReference) {
     const std::string cmd = glia::test::glia_binary() + " eval " + model + " -f " + tmp + ".txt -n " +
                             std::to_string(golden["greedy"]["n_predict"].get<int>()) + " -t 2 --json-out " + tmp +
                             ".json --logits-out " + tmp + ".bin" +
-                            (forced ? " --force-routing " + gdir + c.prompt + ".json" : std::string()) + " 2>&1";
+                            (forced ? " --force-routing " + gdir + c.prompt + ".json" : std::string()) +
+                            extra_eval_args() + " 2>&1";
     ASSERT_EQ(glia::test::run_command(cmd, &out), 0) << cmd << "\n" << out;
     const nlohmann::json ours = nlohmann::json::parse(glia::test::read_text(tmp + ".json"));
     const std::vector<float> our_logits = read_floats(tmp + ".bin");

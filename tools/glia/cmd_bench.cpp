@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "args.h"
+#include "backend/registry.h"
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
@@ -273,6 +274,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
 
 int cmd_bench(const std::vector<std::string>& argv) {
     Args a("bench", "MODEL [options]");
+    add_device_options(a);
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
         .opt("-p,--n-prompt", "N[,N...]", "prompt-processing tests: tokens per forward pass (0 = none)", "512")
         .opt("-n,--n-gen", "N[,N...]", "generation tests: tokens decoded one at a time (0 = none)", "128")
@@ -335,6 +337,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     };
     using clock = std::chrono::steady_clock;
 
+    const char* backend_name = a.integer("-ngl", 0, 1 << 20) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU";
     std::vector<Result> results;
     for (int nt : threads) {
         struct Test { int p, n; };
@@ -346,6 +349,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
             so.n_ctx = std::max(t.p + t.n, 16);
             so.n_threads = nt;
             so.n_batch = static_cast<int>(std::min<long long>(n_batch, std::max(t.p, 1)));
+            {
+                DeviceChoice dc = device_choice(a, *model, so.n_ctx);
+                so.placement = std::move(dc.placement);
+                so.devices = std::move(dc.devices);
+            }
             Session s(*model, so);
             Result r;
             r.n_prompt = t.p;
@@ -383,7 +391,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 char ts[64];
                 std::snprintf(ts, sizeof ts, "%.2f ± %.2f", st.median, st.sd);
                 std::printf("| %-28s | %10s | %10s | %-7s | %7d | %12s | %20s |\n", model_type.c_str(),
-                            human_size(model_bytes).c_str(), human_params(n_params).c_str(), "CPU", r.n_threads,
+                            human_size(model_bytes).c_str(), human_params(n_params).c_str(), backend_name, r.n_threads,
                             r.test.c_str(), ts);
                 std::fflush(stdout);
             }
@@ -401,7 +409,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 .key("model_bytes").value(model_bytes)
                 .key("model_size").value(model_bytes)
                 .key("model_n_params").value(n_params)
-                .key("backend").value("CPU")
+                .key("backend").value(backend_name)
                 .key("n_threads").value(static_cast<int64_t>(r.n_threads))
                 .key("n_batch").value(static_cast<int64_t>(n_batch))
                 .key("n_prompt").value(static_cast<int64_t>(r.n_prompt))

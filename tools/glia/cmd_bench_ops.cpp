@@ -224,7 +224,9 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
     if (!dims) fail("bench-ops: unknown shape '", a.str("--shape"), "' (llama3-1b, qwen3-0.6b, llama3-8b)");
     std::vector<Op> only;
     if (a.str("--ops") != "all") only = parse_cpu_ops(a.str("--ops"));
-    Backend& b = cpu_backend(static_cast<int>(a.integer("-t")));
+    const std::string dev = a.str("--device");
+    Backend& b = dev == "cpu" ? static_cast<Backend&>(cpu_backend(static_cast<int>(a.integer("-t"))))
+                              : cuda_backend(dev == "cuda" ? 0 : std::atoi(dev.c_str() + 5));
     const int n_past = static_cast<int>(a.integer("--past"));
     const int reps = static_cast<int>(std::max(1LL, a.integer("-r")));
     const bool json = a.has("--json");
@@ -267,7 +269,7 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
 
 int cmd_bench_ops(const std::vector<std::string>& argv) {
     Args a("bench-ops", "[options]");
-    a.opt("--device", "NAME", "device to time (cpu)", "cpu")
+    a.opt("--device", "NAME", "device to time: cpu, or cuda / cuda:N (with --ops)", "cpu")
         .opt("--types", "LIST", "weight types, comma-separated", "q4_k,q6_k,q8_0")
         .opt("--shape", "NAME", "named model shape: llama3-1b, qwen3-0.6b, llama3-8b", "llama3-1b")
         .opt("-k", "K", "one matrix instead of a named shape: input size K (with -n)")
@@ -287,8 +289,9 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
         .opt("--past", "N", "--ops: positions already in the KV cache for attention", "512")
         .flag("--json", "print a JSON list instead of a table");
     if (!a.parse(argv)) return 0;
-    if (a.str("--device") != "cpu")
-        fail("bench-ops: device '", a.str("--device"), "' is not available here (only 'cpu')");
+    const std::string device = a.str("--device");
+    if (device != "cpu" && !(a.has("--ops") && (device == "cuda" || device.rfind("cuda:", 0) == 0)))
+        fail("bench-ops: device '", device, "' is not available (cpu; cuda or cuda:N with --ops)");
 
     std::vector<DType> types;
     for (const std::string& s : split(a.str("--types"))) {

@@ -94,6 +94,7 @@ ForcedRouting read_forced_routing(const std::string& path, int n_used, int n_pro
 int cmd_eval(const std::vector<std::string>& argv) {
     Args a("eval", "MODEL (--prompt-file FILE | -p TEXT) [options]");
     add_runtime_options(a);
+    add_device_options(a);
     a.opt("-f,--prompt-file", "FILE", "prompt text, read byte for byte")
         .opt("-p,--prompt", "TEXT", "prompt text")
         .opt("--prompt-id", "ID", "prompt_id to record (default: the prompt file's stem)")
@@ -125,6 +126,11 @@ int cmd_eval(const std::vector<std::string>& argv) {
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = a.integer("-c") > 0 ? static_cast<int>(a.integer("-c")) : n_prompt + n_predict;
     so.cpu_ops = cpu_ops_option(a);
+    {
+        DeviceChoice dc = device_choice(a, *model, so.n_ctx);
+        so.placement = std::move(dc.placement);
+        so.devices = std::move(dc.devices);
+    }
     Session s(*model, so);
     const int V = s.n_vocab();
     ForcedRouting forced;
@@ -144,7 +150,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     w.key("model_desc").value(model->profile().arch + " " + std::to_string(model->profile().n_layer) + " layers");
     w.key("reference").value("glia");
     w.key("settings").begin_object()
-        .key("backend").value("CPU")
+        .key("backend").value(so.devices.empty() ? "CPU" : "CPU+CUDA")
         .key("n_threads").value(static_cast<int64_t>(so.n_threads))
         .key("n_ctx").value(static_cast<int64_t>(s.n_ctx()))
         .key("n_batch").value(static_cast<int64_t>(n_prompt))

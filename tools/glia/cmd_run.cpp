@@ -23,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 int cmd_run(const std::vector<std::string>& argv) {
     Args a("run", "MODEL (-p PROMPT | -f FILE) [options]");
     add_runtime_options(a);
+    add_device_options(a);
     a.opt("-p,--prompt", "TEXT", "prompt text")
         .opt("-f,--file", "FILE", "read the prompt from a file (byte for byte)")
         .opt("-n,--n-predict", "N", "tokens to generate (-1 = until end of generation or context)", "256");
@@ -52,6 +53,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     const auto t_load = Clock::now();
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
+    {
+        DeviceChoice dc = device_choice(a, *model, so.n_ctx);
+        so.placement = std::move(dc.placement);
+        so.devices = std::move(dc.devices);
+    }
     Session s(*model, so);
     Sampler sampler(sp);
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

@@ -1,6 +1,8 @@
 #include "common.h"
 
+#include "backend/registry.h"
 #include "dispatch/dispatcher.h"
+#include "gguf/gguf.h"
 
 #include <cerrno>
 #include <climits>
@@ -185,6 +187,28 @@ void add_runtime_options(Args& a) {
         .opt("-c,--ctx-size", "N", "context size in tokens (0 = the model's)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope "
                                   "(also $GLIA_CPU_OPS; names as in GLIA_PROFILE, lower case)");
+}
+
+void add_device_options(Args& a) {
+    a.opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend)", "0")
+        .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory");
+}
+
+DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq) {
+    DeviceChoice c;
+    const long long ngl = a.integer("-ngl", 0, 1 << 20);
+    if (ngl == 0) return c;
+    PlanRequest req;
+    req.n_gpu_layers = static_cast<int>(ngl);
+    req.cpu_moe = a.has("--cpu-moe");
+    req.n_ctx = n_ctx;
+    req.n_seq = n_seq;
+    for (int i = 0; i < cuda_device_count(); ++i) req.gpu_mem.push_back(cuda_free_memory(i) / 100 * 95);
+    c.placement = plan_placement(m.profile(), m.file(), req);
+    for (const std::string& note : c.placement.notes) std::fprintf(stderr, "glia: %s\n", note.c_str());
+    for (size_t d = 1; d < c.placement.devices.size(); ++d)
+        c.devices.push_back(&cuda_backend(c.placement.devices[d].ordinal));
+    return c;
 }
 
 std::vector<Op> cpu_ops_option(const Args& a) {

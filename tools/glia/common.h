@@ -7,9 +7,10 @@
 
 #include "args.h"
 #include "graph/graph.h"
+#include "placement/placement.h"
 #include "runtime/sampler.h"
 
-namespace glia { class Model; }
+namespace glia { class Model; class Backend; }
 
 namespace glia::cli {
 
@@ -28,6 +29,16 @@ void add_sampling_options(Args& a);
 SamplerParams sampling_params(const Args& a);
 // Declares -t/--threads, -c/--ctx-size and --cpu-ops.
 void add_runtime_options(Args& a);
+// Declares -ngl/--gpu-layers and --cpu-moe.
+void add_device_options(Args& a);
+// The placement those options ask for, planned against the free memory of the CUDA
+// devices present (refusals name the remedy; the planner's notes go to stderr), and the
+// backends of its devices beyond the CPU. Everything on the CPU when -ngl is 0.
+struct DeviceChoice {
+    Placement placement;            // empty devices: all on the CPU
+    std::vector<Backend*> devices;  // for placement.devices[1..]
+};
+DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq = 1);
 // The --cpu-ops list (error naming an unknown op).
 std::vector<Op> cpu_ops_option(const Args& a);
 // -t and -c, range-checked: threads 0..kMaxThreads, context lo..kMaxContext (0 = the model's).

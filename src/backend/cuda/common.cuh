@@ -1,0 +1,51 @@
+// Shared by the CUDA kernels: error checks that name the op, f16 helpers, launch sizes.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+namespace glia::cuda {
+
+#define GLIA_CUDA_CHECK(expr, what)                                                                  \
+    do {                                                                                            \
+        const cudaError_t err_ = (expr);                                                            \
+        if (err_ != cudaSuccess) ::glia::fail("CUDA error in ", what, ": ", cudaGetErrorString(err_)); \
+    } while (0)
+
+// Where a kernel's operands are: row (i1, i2) of a tensor with byte strides.
+struct Rows {
+    const char* p;
+    int64_t nb1, nb2;
+    int64_t ne0, ne1;
+    __host__ static Rows of(const Tensor& t) { return {static_cast<const char*>(t.data), int64_t(t.nb[1]), int64_t(t.nb[2]), t.ne[0], t.ne[1]}; }
+    __device__ const float* f(int64_t i1, int64_t i2 = 0) const { return reinterpret_cast<const float*>(p + i1 * nb1 + i2 * nb2); }
+};
+
+__device__ inline float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ inline uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ inline float round_h(float f) { return __half2float(__float2half_rn(f)); }
+
+__device__ inline float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ inline float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Kernel launchers (one file each); each takes the node with operands in device memory.
+void launch_get_rows(const Node& n, cudaStream_t s);
+void launch_rms_norm(const Node& n, cudaStream_t s);
+void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP, SWIGLU, GEGLU
+void launch_rope(const Node& n, cudaStream_t s);
+void launch_matmul(const Node& n, cudaStream_t s);
+void launch_attention(const Node& n, cudaStream_t s);
+bool matmul_type_supported(DType t);
+bool rows_type_supported(DType t);
+
+}  // namespace glia::cuda

@@ -1,0 +1,271 @@
+// The CUDA backend: device memory from cudaMalloc (traced with GLIA_TRACE_ALLOC=1),
+// one compute stream, weights uploaded once per process at load (prepare_weight), and
+// segments that launch one kernel per node on the stream. supports() names exactly the
+// ops and types with a kernel here; the dispatcher runs the rest on the CPU.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "common.cuh"
+
+namespace glia::cuda {
+
+int device_count() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+DeviceInfo device_info(int ordinal) {
+    DeviceInfo d;
+    cudaDeviceProp p{};
+    GLIA_CUDA_CHECK(cudaGetDeviceProperties(&p, ordinal), "reading the properties of cuda:" + std::to_string(ordinal));
+    d.name = p.name;
+    d.sm_count = p.multiProcessorCount;
+    d.major = p.major;
+    d.minor = p.minor;
+    GLIA_CUDA_CHECK(cudaSetDevice(ordinal), "selecting cuda:" + std::to_string(ordinal));
+    GLIA_CUDA_CHECK(cudaMemGetInfo(&d.free_bytes, &d.total_bytes), "reading the memory of cuda:" + std::to_string(ordinal));
+    return d;
+}
+
+namespace {
+
+bool is(const Tensor* t, DType d) { return t && t->type == d; }
+
+class CudaBackend;
+
+class CudaSegment : public Segment {
+public:
+    CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes);
+    void run(NodeTimer* timer) override;
+
+private:
+    CudaBackend& b_;
+    std::vector<Node> nodes_;
+    std::vector<const Node*> orig_;
+    std::deque<Tensor> weights_;  // weight operands pointing at their device copies
+};
+
+class CudaBackend : public Backend {
+public:
+    explicit CudaBackend(int ordinal) : ordinal_(ordinal) {
+        name_ = "cuda:" + std::to_string(ordinal);
+        if (device_count() <= ordinal) fail("no CUDA device ", ordinal, " (", device_count(), " found)");
+        GLIA_CUDA_CHECK(cudaSetDevice(ordinal), "selecting " + name_);
+        GLIA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream on " + name_);
+        const char* e = std::getenv("GLIA_TRACE_ALLOC");
+        trace_ = e && *e && *e != '0';
+    }
+    ~CudaBackend() override {
+        cudaStreamSynchronize(stream_);
+        for (auto& [p, info] : mem_) cudaFree(p);
+        cudaStreamDestroy(stream_);
+    }
+    const char* name() const override { return name_.c_str(); }
+    Device device() const override { return Device::CUDA; }
+    cudaStream_t stream() const { return stream_; }
+
+    bool supports(const Node& n) const override {
+        const auto& s = n.src;
+        switch (n.op) {
+            case Op::GET_ROWS: return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0;
+            case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32)) && s[0]->ne[3] == 1;
+            case Op::ADD: case Op::MUL: case Op::SWIGLU: case Op::GEGLU:
+                return is(s[0], DType::F32) && is(s[1], DType::F32) && s[0]->ne[3] == 1 && s[1]->ne[3] == 1;
+            case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32) && s[0]->ne[3] == 1;
+            case Op::ROPE: return is(s[0], DType::F32) && is(s[1], DType::I32);
+            case Op::MATMUL:
+                return s[0] && matmul_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::F32) &&
+                       s[0]->ne[2] == 1;
+            case Op::ATTENTION: {
+                const Tensor* q = s[AttnArg::Q];
+                const Tensor* v = s[AttnArg::V];
+                return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) &&
+                       is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
+                       q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256;
+            }
+            case Op::COPY: return true;
+            default: return false;  // MoE ops, SHORTCONV: on the CPU for now
+        }
+    }
+
+    void* alloc(size_t bytes, MemoryKind kind, const std::string& purpose) override {
+        void* p = nullptr;
+        GLIA_CUDA_CHECK(cudaSetDevice(ordinal_), "selecting " + name_);
+        const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+        if (err != cudaSuccess) {
+            size_t free_b = 0, total = 0;
+            cudaGetLastError();
+            cudaMemGetInfo(&free_b, &total);
+            fail("out of memory on ", name_, ": ", purpose, " (", memory_kind_name(kind), ") needs ", bytes >> 20,
+                 " MiB, ", free_b >> 20, " MiB free of ", total >> 20, " MiB (glia plan shows what fits; fewer -ngl "
+                 "layers or a smaller -c)");
+        }
+        std::lock_guard<std::mutex> lk(mu_);
+        mem_[p] = {bytes, kind};
+        used_ += bytes;
+        if (trace_)
+            std::fprintf(stderr, "glia alloc: %s %-11s %10zu B  %s  (total %zu MiB)\n", name_.c_str(),
+                         memory_kind_name(kind), bytes, purpose.c_str(), used_ >> 20);
+        return p;
+    }
+    void free(void* p) override {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = mem_.find(p);
+        if (it == mem_.end()) return;
+        used_ -= it->second.bytes;
+        mem_.erase(it);
+        cudaFree(p);
+    }
+    void zero(void* p, size_t bytes) override {
+        GLIA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_), "zeroing state on " + name_);
+    }
+
+    void prepare_weight(const Tensor& w) override {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (auto it = weights_.find(w.data); it != weights_.end()) {
+                ++it->second.refs;
+                return;
+            }
+        }
+        void* d = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
+        GLIA_CUDA_CHECK(cudaMemcpyAsync(d, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
+                        "uploading '" + w.name + "' to " + name_);
+        std::lock_guard<std::mutex> lk(mu_);
+        weights_[w.data] = {d, 1};
+    }
+    void release_weight(const Tensor& w) override {
+        void* d = nullptr;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            auto it = weights_.find(w.data);
+            if (it == weights_.end() || --it->second.refs > 0) return;
+            d = it->second.mem;
+            weights_.erase(it);
+        }
+        cudaStreamSynchronize(stream_);
+        free(d);
+    }
+    void* weight_copy(const Tensor& w) const {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = weights_.find(w.data);
+        return it == weights_.end() ? nullptr : it->second.mem;
+    }
+
+    bool owns(const void* p) const {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = mem_.upper_bound(const_cast<void*>(p));
+        if (it == mem_.begin()) return false;
+        --it;
+        return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.bytes;
+    }
+
+    void copy(const Tensor& src, Tensor& dst) override {
+        if (!owns(dst.data) && !owns(src.data)) fail(name_, ": copy of '", src.name, "' touches none of its memory");
+        const cudaMemcpyKind kind = cudaMemcpyDefault;  // direction from the pointers (unified addressing)
+        if (src.is_contiguous() && dst.is_contiguous()) {
+            GLIA_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, stream_),
+                            "copying '" + src.name + "' on " + name_);
+            return;
+        }
+        const size_t row = src.row_size();
+        for (int64_t i2 = 0; i2 < src.ne[2]; ++i2)
+            GLIA_CUDA_CHECK(cudaMemcpy2DAsync(dst.row(0, i2), dst.nb[1], src.row(0, i2), src.nb[1], row,
+                                              size_t(src.ne[1]), kind, stream_),
+                            "copying rows of '" + src.name + "' on " + name_);
+    }
+
+    std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override {
+        return std::make_unique<CudaSegment>(*this, nodes);
+    }
+    void synchronize() override {
+        GLIA_CUDA_CHECK(cudaStreamSynchronize(stream_), "waiting for " + name_);
+    }
+
+    void launch(const Node& n) {
+        switch (n.op) {
+            case Op::GET_ROWS: launch_get_rows(n, stream_); break;
+            case Op::RMS_NORM: launch_rms_norm(n, stream_); break;
+            case Op::ADD: case Op::MUL: case Op::SCALE: case Op::SOFTCAP: case Op::SWIGLU: case Op::GEGLU:
+                launch_binary(n, stream_);
+                break;
+            case Op::ROPE: launch_rope(n, stream_); break;
+            case Op::MATMUL: launch_matmul(n, stream_); break;
+            case Op::ATTENTION: launch_attention(n, stream_); break;
+            case Op::COPY: copy(*n.src[0], *n.out); break;
+            default: fail(name_, ": no kernel for ", op_name(n.op));
+        }
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
+            fail("CUDA error in ", op_name(n.op), " '", n.out->name, "'", n.layer >= 0 ? " (layer " : "",
+                 n.layer >= 0 ? std::to_string(n.layer) + ")" : std::string(), " on ", name_, ": ",
+                 cudaGetErrorString(err));
+    }
+
+private:
+    int ordinal_;
+    std::string name_;
+    cudaStream_t stream_ = nullptr;
+    bool trace_ = false;
+    struct Mem { size_t bytes; MemoryKind kind; };
+    mutable std::mutex mu_;
+    std::map<void*, Mem> mem_;
+    size_t used_ = 0;
+    struct Copy { void* mem; int refs; };
+    std::map<const void*, Copy> weights_;
+};
+
+CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) : b_(b) {
+    for (const Node* n : nodes) {
+        Node m = *n;
+        for (int i = 0; i < kMaxOperands; ++i) {
+            const Tensor* s = n->src[i];
+            if (!s || s->root()->role != TensorRole::WEIGHT) continue;
+            void* d = b.weight_copy(*s->root());
+            if (!d) fail(b.name(), ": weight '", s->name, "' of ", op_name(n->op), " was not uploaded");
+            Tensor w = *s;
+            w.data = static_cast<char*>(d) + s->root_offset();
+            weights_.push_back(w);
+            m.src[i] = &weights_.back();
+        }
+        nodes_.push_back(m);
+        orig_.push_back(n);
+    }
+}
+
+void CudaSegment::run(NodeTimer* timer) {
+    if (!timer) {
+        for (const Node& n : nodes_) b_.launch(n);
+        return;
+    }
+    // Timed: an event pair per node (GLIA_PROFILE, the op harness).
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        cudaEventRecord(e0, b_.stream());
+        b_.launch(nodes_[i]);
+        cudaEventRecord(e1, b_.stream());
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        timer->record(*orig_[i], ms * 1e-3);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
+
+}  // namespace glia::cuda

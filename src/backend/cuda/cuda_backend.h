@@ -1,0 +1,25 @@
+// The CUDA backend (H100/H200, sm_90): our own kernels for the ops it supports, each
+// enabled only with its error and speed logged (bench/LOG.md, glia bench-ops --ops
+// --device cuda); every other op runs on the CPU through the dispatcher. This header is
+// plain C++: the rest of the tree creates the backend without CUDA headers.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace glia::cuda {
+
+struct DeviceInfo {
+    std::string name;
+    size_t total_bytes = 0, free_bytes = 0;
+    int sm_count = 0, major = 0, minor = 0;
+};
+
+// Devices the driver reports (0 when there is no driver or no device; never throws).
+int device_count();
+DeviceInfo device_info(int ordinal);
+// A new backend on device `ordinal`; throws glia::Error naming what is missing.
+std::unique_ptr<Backend> create_backend(int ordinal);
+
+}  // namespace glia::cuda

@@ -1,0 +1,141 @@
+// Row-wise and element-wise kernels: embedding rows, RMSNorm, ADD/MUL/SCALE/SOFTCAP,
+// SwiGLU/GeGLU, RoPE. All memory-bound: one pass over their operands, one thread per
+// element (or one block per row for the norm's reduction).
+#include "dequant.cuh"
+
+namespace glia::cuda {
+namespace {
+
+template <DType T>
+__global__ void get_rows_kernel(const uint8_t* table, int64_t row_bytes, const int32_t* ids, float* out, int64_t n) {
+    const int64_t t = blockIdx.y;
+    const uint8_t* row = table + int64_t(ids[t]) * row_bytes;
+    for (int64_t c = blockIdx.x * blockDim.x + threadIdx.x; c < n / 32; c += gridDim.x * blockDim.x) {
+        float y[32];
+        Dq<T>::chunk(row, c, y);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) out[t * n + c * 32 + i] = y[i];
+    }
+}
+
+// One block per row: sum of squares in double-free float (block reduction), then scale.
+__global__ void rms_norm_kernel(Rows x, const float* w, float eps, float* out, int64_t ne0) {
+    const int64_t r = blockIdx.x, i1 = r % x.ne1, i2 = r / x.ne1;
+    const float* xr = x.f(i1, i2);
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) ss += xr[i] * xr[i];
+    __shared__ float part[32];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    const float scale = rsqrtf(part[0] / float(ne0) + eps);
+    float* o = out + r * ne0;
+    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
+}
+
+__device__ inline float gelu_ref(float x) {
+    // As the CPU (and the reference): the input rounded to f16, tanh-GELU, result rounded to f16.
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = round_h(x);
+    return round_h(0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h))));
+}
+
+__global__ void binary_kernel(Op op, Rows a, Rows b, bool bcast, float s, float* out, int64_t ne0, int64_t rows) {
+    const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (idx >= ne0 * rows) return;
+    const int64_t r = idx / ne0, i = idx % ne0;
+    const float x = a.f(r % a.ne1, r / a.ne1)[i];
+    float y = 0.0f;
+    if (b.p) y = bcast ? b.f(0)[i] : b.f(r % b.ne1, r / b.ne1)[i];
+    float v;
+    switch (op) {
+        case Op::ADD: v = x + y; break;
+        case Op::MUL: v = x * y; break;
+        case Op::SCALE: v = x * s; break;
+        case Op::SOFTCAP: v = tanhf(x * (1.0f / s)) * s; break;
+        case Op::SWIGLU: v = x / (1.0f + expf(-x)) * y; break;
+        default: v = gelu_ref(x) * y; break;
+    }
+    out[idx] = v;
+}
+
+// One thread per rotated pair; the angle by the CPU's float recurrence theta *= scale.
+__global__ void rope_kernel(Rows x, const int32_t* pos, RopeParams p, float theta_scale, float* out, int64_t hd,
+                            int64_t n_head, int64_t T) {
+    const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t pairs = hd / 2;
+    if (idx >= pairs * n_head * T) return;
+    const int64_t i = idx % pairs, h = (idx / pairs) % n_head, t = idx / (pairs * n_head);
+    const float* src = x.f(h, t);
+    float* dst = out + (t * n_head + h) * hd;
+    const int i0 = int(2 * i);
+    if (i0 >= p.n_dims) {
+        dst[i0] = src[i0];
+        dst[i0 + 1] = src[i0 + 1];
+        return;
+    }
+    float theta = float(pos[t]);
+    for (int k = 0; k < i0; k += 2) theta *= theta_scale;
+    const float th = theta * p.freq_scale;
+    const float c = cosf(th), s = sinf(th);
+    const int a = p.type == RopeType::NEOX ? i0 / 2 : i0;
+    const int b = p.type == RopeType::NEOX ? i0 / 2 + p.n_dims / 2 : i0 + 1;
+    const float x0 = src[a], x1 = src[b];
+    dst[a] = x0 * c - x1 * s;
+    dst[b] = x0 * s + x1 * c;
+}
+
+}  // namespace
+
+bool rows_type_supported(DType t) { return type_supported(t); }
+
+void launch_get_rows(const Node& n, cudaStream_t s) {
+    const Tensor& table = *n.src[GetRowsArg::TABLE];
+    const Tensor& ids = *n.src[GetRowsArg::IDS];
+    const int64_t E = table.ne[0], T = ids.ne[0];
+    const dim3 grid(unsigned((E / 32 + 127) / 128), unsigned(T));
+    GLIA_CUDA_TYPE_SWITCH(table.type, (get_rows_kernel<D><<<grid, 128, 0, s>>>(
+                                          static_cast<const uint8_t*>(table.data), int64_t(table.nb[1]),
+                                          ids.ptr<int32_t>(), n.out->ptr<float>(), E)));
+}
+
+void launch_rms_norm(const Node& n, cudaStream_t s) {
+    const Tensor& x = *n.src[NormArg::X];
+    const Tensor* w = n.src[NormArg::W];
+    const int64_t rows = x.ne[1] * x.ne[2];
+    rms_norm_kernel<<<unsigned(rows), 256, 0, s>>>(Rows::of(x), w ? w->ptr<float>() : nullptr, n.p<NormParams>().eps,
+                                                   n.out->ptr<float>(), x.ne[0]);
+}
+
+void launch_binary(const Node& n, cudaStream_t s) {
+    const Tensor& a = *n.src[0];
+    const Tensor* b = n.src[1];
+    const int64_t ne0 = a.ne[0], rows = a.ne[1] * a.ne[2];
+    float p = 0.0f;
+    if (n.op == Op::SCALE) p = n.p<ScaleParams>().s;
+    if (n.op == Op::SOFTCAP) p = n.p<SoftcapParams>().cap;
+    Rows rb{};
+    if (b) rb = Rows::of(*b);
+    const int64_t total = ne0 * rows;
+    binary_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(n.op, Rows::of(a), rb, b && b->n_rows() == 1, p,
+                                                                n.out->ptr<float>(), ne0, rows);
+}
+
+void launch_rope(const Node& n, cudaStream_t s) {
+    const Tensor& x = *n.src[RopeArg::X];
+    const RopeParams& p = n.p<RopeParams>();
+    const int64_t hd = x.ne[0], nh = x.ne[1], T = x.ne[2];
+    const float theta_scale = powf(p.freq_base, -2.0f / float(p.n_dims));
+    const int64_t total = hd / 2 * nh * T;
+    rope_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(Rows::of(x), n.src[RopeArg::POS]->ptr<int32_t>(), p,
+                                                              theta_scale, n.out->ptr<float>(), hd, nh, T);
+}
+
+}  // namespace glia::cuda
