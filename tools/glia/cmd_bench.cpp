@@ -196,6 +196,11 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
             // The prompt phase is one forward pass over all prompts when N*pp <= -b, else
             // each pass takes b/N tokens of every prompt.
             eo.prefill_chunk = static_cast<int>(std::clamp<long long>(n_batch / np, 1, pp));
+            {
+                DeviceChoice dc = device_choice(a, model, eo.n_ctx, np);
+                eo.placement = std::move(dc.placement);
+                eo.devices = std::move(dc.devices);
+            }
             Engine engine(model, eo);
             BatchedResult r;
             r.n_parallel = np;
@@ -243,7 +248,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
                 .key("model_bytes").value(info.bytes)
                 .key("model_size").value(info.bytes)
                 .key("model_n_params").value(info.n_params)
-                .key("backend").value("CPU")
+                .key("backend").value(a.integer("-ngl", 0, 1 << 20) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU")
                 .key("test").value("batched")
                 .key("n_threads").value(static_cast<int64_t>(r.n_threads))
                 .key("n_batch").value(static_cast<int64_t>(r.n_batch))

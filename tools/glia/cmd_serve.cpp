@@ -49,6 +49,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
         .opt("-t,--threads", "N", "CPU threads, 0..1024 (0 = all cores)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
+        .opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend)", "0")
+        .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory")
         .opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
                                    "(prompt + max_tokens) may use", "4096")
         .opt("-np,--parallel", "N", "sequences decoded together at most", "4")
@@ -103,6 +105,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
 
     const std::string path = model_path(a);
     auto model = load_model(path);
+    {
+        DeviceChoice dc = device_choice(a, *model, eo.n_ctx, eo.n_parallel);
+        eo.placement = std::move(dc.placement);
+        eo.devices = std::move(dc.devices);
+    }
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
     so.verbose = a.has("-v");
