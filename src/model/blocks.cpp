@@ -162,8 +162,7 @@ Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const Forwa
 }
 
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
-                    const ForwardInputs& in) {
-    (void)in;
+                    const ForwardInputs& /*in: the rows were chosen by keep_output_rows*/) {
     g.set_layer(-1);
     x = g.name(g.rms_norm(x, norm, p.norm_eps), "result_norm");
     Tensor* logits = g.name(g.matmul(output, x), "result_output");
