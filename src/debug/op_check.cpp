@@ -341,6 +341,7 @@ std::vector<OpSpec> layer_op_specs(int64_t n_embd, int n_head, int n_kv_head, in
         add(Op::MATMUL, n_embd, int64_t(n_kv_head) * head_dim, t);
         add(Op::MATMUL, n_embd, n_ff, t);
         add(Op::MATMUL, n_ff, n_embd, t);
+        add(Op::MOE_EXPERTS, n_embd, n_ff / 4, t);  // 8 experts of a quarter of the FFN, 2 used
     }
     add(Op::RMS_NORM, n_embd);
     add(Op::ROPE, 0);
@@ -350,6 +351,9 @@ std::vector<OpSpec> layer_op_specs(int64_t n_embd, int n_head, int n_kv_head, in
     add(Op::GEGLU, n_ff);
     add(Op::SOFTCAP, n_embd);
     add(Op::SCALE, n_embd);
+    add(Op::MOE_TOPK, 0);
+    add(Op::MOE_WEIGHTS, 0);
+    add(Op::SHORTCONV, n_embd);
     return v;
 }
 

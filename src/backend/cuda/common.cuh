@@ -46,6 +46,10 @@ void launch_rope(const Node& n, cudaStream_t s);
 void launch_matmul(const Node& n, cudaStream_t s);
 void launch_attention(const Node& n, cudaStream_t s);
 bool matmul_type_supported(DType t);
+void launch_moe_route(const Node& n, cudaStream_t s);   // MOE_TOPK, MOE_WEIGHTS
+void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);
+size_t moe_scratch_bytes(const Node& n);                 // the hidden rows launch_moe_experts needs
+void launch_shortconv(const Node& n, cudaStream_t s);
 bool rows_type_supported(DType t);
 
 }  // namespace glia::cuda

@@ -92,8 +92,17 @@ public:
                        is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
                        q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256;
             }
+            case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
+            case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
+            case Op::MOE_EXPERTS: {
+                const Tensor* g = s[MoeExpertsArg::GATE];
+                return is(s[MoeExpertsArg::X], DType::F32) && g && matmul_type_supported(g->type) &&
+                       s[MoeExpertsArg::UP]->type == g->type && s[MoeExpertsArg::DOWN]->type == g->type &&
+                       g->ne[0] % 32 == 0 && g->ne[1] % 32 == 0;
+            }
+            case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
             case Op::COPY: return true;
-            default: return false;  // MoE ops, SHORTCONV: on the CPU for now
+            default: return false;
         }
     }
 
@@ -201,6 +210,9 @@ public:
             case Op::ROPE: launch_rope(n, stream_); break;
             case Op::MATMUL: launch_matmul(n, stream_); break;
             case Op::ATTENTION: launch_attention(n, stream_); break;
+            case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
+            case Op::MOE_EXPERTS: launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n))); break;
+            case Op::SHORTCONV: launch_shortconv(n, stream_); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;
             default: fail(name_, ": no kernel for ", op_name(n.op));
         }
@@ -211,7 +223,22 @@ public:
                  cudaGetErrorString(err));
     }
 
+    // Per-op scratch on the device, grown as needed (kept between steps).
+    float* scratch(size_t bytes) {
+        if (bytes > scratch_bytes_) {
+            if (scratch_) {
+                cudaStreamSynchronize(stream_);
+                free(scratch_);
+            }
+            scratch_ = alloc(bytes, MemoryKind::ACTIVATIONS, "op scratch");
+            scratch_bytes_ = bytes;
+        }
+        return static_cast<float*>(scratch_);
+    }
+
 private:
+    void* scratch_ = nullptr;
+    size_t scratch_bytes_ = 0;
     int ordinal_;
     std::string name_;
     cudaStream_t stream_ = nullptr;
