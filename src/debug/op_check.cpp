@@ -29,7 +29,14 @@ std::string OpSpec::label() const {
             if (window) os << " win " << window;
             if (softcap > 0) os << " cap";
             break;
-        case Op::ROPE: os << " hd" << head_dim << " x" << n_head << (neox ? " neox" : ""); break;
+        case Op::ROPE: case Op::ROPE_FREQS: os << " hd" << head_dim << " x" << n_head << (neox ? " neox" : ""); break;
+        case Op::UNARY:
+            os << " " << (kind == int(UnaryKind::SILU) ? "silu" : kind == int(UnaryKind::SIGMOID) ? "sigmoid" : "softplus")
+               << " " << K;
+            break;
+        case Op::DELTA_NET:
+            os << " hd" << head_dim << " " << n_head << "/" << n_kv_head << (kind == 1 ? " per-channel" : "");
+            break;
         default: os << " " << K; break;
     }
     os << " T=" << T;
@@ -81,7 +88,8 @@ double tolerance_for(const OpSpec& s) {
         }
         case Op::GEGLU: return 2e-3;      // GELU read from an f16 table, as the reference does
         case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
-        case Op::ROPE: return 1e-4;       // angles by float recurrence
+        case Op::ROPE: case Op::ROPE_FREQS: return 1e-4;  // angles by float recurrence
+        case Op::DELTA_NET: return 1e-4;  // float sums over the state, token after token
         case Op::MOE_TOPK: return 0;      // ids: exact
         default: return 1e-5;
     }
@@ -180,6 +188,52 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             out = g.rope(x, pos, rp);
             r.bytes = 8.0 * x->n_elements();
             r.flops = 6.0 * x->n_elements();
+            break;
+        }
+        case Op::ROPE_FREQS: {
+            Tensor* x = input(DType::F32, s.head_dim, s.n_head, T, "x");
+            Tensor* pos = input(DType::I32, T, 1, 1, "pos");
+            for (int64_t t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
+            Tensor* ff = weight(DType::F32, s.head_dim / 2, 1, 1, "freqs");
+            weights.push_back(ff);
+            // Some pairs as given, some slowed down, the last quarter not rotated (1e30).
+            std::uniform_real_distribution<float> u(1.0f, 4.0f);
+            for (int64_t i = 0; i < ff->ne[0]; ++i)
+                ff->ptr<float>()[i] = i < ff->ne[0] / 4 ? 1.0f : i < 3 * ff->ne[0] / 4 ? u(rng) : 1e30f;
+            RopeParams rp;
+            rp.type = s.neox ? RopeType::NEOX : RopeType::NORMAL;
+            rp.n_dims = s.head_dim;
+            rp.freq_base = 10000.0f;
+            out = g.rope_freqs(x, pos, ff, rp);
+            r.bytes = 8.0 * x->n_elements();
+            r.flops = 6.0 * x->n_elements();
+            break;
+        }
+        case Op::UNARY: {
+            out = g.unary(input(DType::F32, K, T, 1, "x", 4.0f), static_cast<UnaryKind>(s.kind));
+            r.bytes = 8.0 * K * T;
+            r.flops = 4.0 * K * T;
+            break;
+        }
+        case Op::DELTA_NET: {
+            // Two sequences with interleaved tokens, each continuing from a random state; q and
+            // k of about unit length, decays in (0.37, 1), beta in (0, 1), as in real models.
+            const int64_t dk = s.head_dim, nv = s.n_head, nk = s.n_kv_head;
+            const int n_slots = T > 1 ? 2 : 1;
+            Tensor* q = input(DType::F32, dk, nk, T, "q", 1.0f / std::sqrt(float(dk)));
+            Tensor* k = input(DType::F32, dk, nk, T, "k", 1.0f / std::sqrt(float(dk)));
+            Tensor* v = input(DType::F32, dk, nv, T, "v");
+            Tensor* gd = input(DType::F32, s.kind == 1 ? dk : 1, nv, T, "g");
+            Tensor* beta = input(DType::F32, 1, nv, T, "beta");
+            std::uniform_real_distribution<float> ud(-1.0f, 0.0f), ub(0.0f, 1.0f);
+            for (int64_t i = 0; i < gd->n_elements(); ++i) gd->ptr<float>()[i] = ud(rng);
+            for (int64_t i = 0; i < beta->n_elements(); ++i) beta->ptr<float>()[i] = ub(rng);
+            Tensor* st = state(DType::F32, nv * dk * dk, n_slots, "delta_state");
+            Tensor* seq = input(DType::I32, T, 1, 1, "seq");
+            for (int64_t t = 0; t < T; ++t) seq->ptr<int32_t>()[t] = int32_t(t % n_slots);
+            out = g.delta_net(q, k, v, gd, beta, st, seq, 1.0f / std::sqrt(float(dk)));
+            r.bytes = 4.0 * (q->n_elements() * 2 + v->n_elements() * 2) + 8.0 * st->n_elements();
+            r.flops = 8.0 * dk * dk * nv * T;
             break;
         }
         case Op::ATTENTION: {

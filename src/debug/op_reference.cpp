@@ -143,6 +143,53 @@ void ref_moe(const Node& n, std::vector<double>& out) {
         }
 }
 
+// The gated delta rule in double, token by token per sequence (op DELTA_NET).
+void ref_delta_net(const Node& n, std::vector<double>& out) {
+    const Tensor& q = *n.src[DeltaNetArg::Q];
+    const Tensor& k = *n.src[DeltaNetArg::K];
+    const Tensor& v = *n.src[DeltaNetArg::V];
+    const Tensor& g = *n.src[DeltaNetArg::G];
+    const Tensor& beta = *n.src[DeltaNetArg::BETA];
+    const Tensor& st = *n.src[DeltaNetArg::STATE];
+    const Tensor& seq = *n.src[DeltaNetArg::SEQ];
+    const int64_t dk = q.ne[0], nk = q.ne[1], T = q.ne[2], dv = v.ne[0], nv = v.ne[1];
+    const double scale = n.p<DeltaNetParams>().q_scale;
+    out.assign(static_cast<size_t>(dv * nv * T), 0.0);
+    std::vector<std::vector<double>> S;  // per (slot, head): the matrix so far
+    std::vector<std::pair<int, int64_t>> keys;
+    for (int64_t t = 0; t < T; ++t) {
+        const int s = int(at(seq, t));
+        for (int64_t h = 0; h < nv; ++h) {
+            size_t idx = 0;
+            while (idx < keys.size() && keys[idx] != std::make_pair(s, h)) ++idx;
+            if (idx == keys.size()) {
+                keys.emplace_back(s, h);
+                S.emplace_back(static_cast<size_t>(dk * dv));
+                for (int64_t e = 0; e < dk * dv; ++e) S.back()[e] = at(st, h * dk * dv + e, s);
+            }
+            std::vector<double>& M = S[idx];
+            const int64_t hk = h % nk;
+            for (int64_t i = 0; i < dk; ++i) {
+                const double d = std::exp(at(g, g.ne[0] == 1 ? 0 : i, h, t));
+                for (int64_t c = 0; c < dv; ++c) M[i * dv + c] *= d;
+            }
+            std::vector<double> u(dv);
+            for (int64_t c = 0; c < dv; ++c) {
+                double pred = 0;
+                for (int64_t i = 0; i < dk; ++i) pred += M[i * dv + c] * at(k, i, hk, t);
+                u[c] = at(beta, 0, h, t) * (at(v, c, h, t) - pred);
+            }
+            for (int64_t i = 0; i < dk; ++i)
+                for (int64_t c = 0; c < dv; ++c) M[i * dv + c] += at(k, i, hk, t) * u[c];
+            for (int64_t c = 0; c < dv; ++c) {
+                double o = 0;
+                for (int64_t i = 0; i < dk; ++i) o += M[i * dv + c] * at(q, i, hk, t);
+                out[static_cast<size_t>((t * nv + h) * dv + c)] = o * scale;
+            }
+        }
+    }
+}
+
 }  // namespace
 
 void reference_op(const Node& n, std::vector<double>& out) {
@@ -202,9 +249,10 @@ void reference_op(const Node& n, std::vector<double>& out) {
                     }
             return;
         }
-        case Op::ROPE: {
+        case Op::ROPE: case Op::ROPE_FREQS: {
             const Tensor& x = *n.src[0];
             const RopeParams& p = n.p<RopeParams>();
+            const Tensor* ff = n.op == Op::ROPE_FREQS ? n.src[RopeFreqsArg::FREQS] : nullptr;
             const int64_t hd = x.ne[0];
             for (int64_t t = 0; t < x.ne[2]; ++t)
                 for (int64_t h = 0; h < x.ne[1]; ++h) {
@@ -212,7 +260,7 @@ void reference_op(const Node& n, std::vector<double>& out) {
                     for (int64_t i = 0; i < hd; ++i) r[i] = at(x, i, h, t);
                     for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
                         const double th = at(*n.src[1], t) * std::pow(double(p.freq_base), -double(i0) / p.n_dims) *
-                                          p.freq_scale;
+                                          p.freq_scale / (ff ? at(*ff, i0 / 2) : 1.0);
                         const int a = p.type == RopeType::NEOX ? i0 / 2 : i0;
                         const int b = p.type == RopeType::NEOX ? i0 / 2 + p.n_dims / 2 : i0 + 1;
                         const double x0 = at(x, a, h, t), x1 = at(x, b, h, t);
@@ -224,6 +272,21 @@ void reference_op(const Node& n, std::vector<double>& out) {
             return;
         }
         case Op::ATTENTION: ref_attention(n, out); return;
+        case Op::UNARY: {
+            const Tensor& x = *n.src[0];
+            for (int64_t i2 = 0; i2 < x.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < x.ne[1]; ++i1)
+                    for (int64_t i = 0; i < x.ne[0]; ++i) {
+                        const double a = at(x, i, i1, i2);
+                        switch (n.p<UnaryParams>().kind) {
+                            case UnaryKind::SILU: out.push_back(silu(a)); break;
+                            case UnaryKind::SIGMOID: out.push_back(1.0 / (1.0 + std::exp(-a))); break;
+                            case UnaryKind::SOFTPLUS: out.push_back(std::log1p(std::exp(a))); break;
+                        }
+                    }
+            return;
+        }
+        case Op::DELTA_NET: ref_delta_net(n, out); return;
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;
         case Op::SHORTCONV: {
             const Tensor& x = *n.src[ShortconvArg::X];

@@ -13,7 +13,8 @@ constexpr OpNames kOpNames[] = {
     {"MUL", "mul"},           {"SCALE", "scale"},             {"MATMUL", "matmul"},       {"ROPE", "rope"},
     {"ATTENTION", "attention"}, {"SWIGLU", "swiglu"},         {"GEGLU", "geglu"},         {"SOFTCAP", "softcap"},
     {"MOE_TOPK", "moe_topk"}, {"MOE_WEIGHTS", "moe_weights"}, {"MOE_EXPERTS", "moe_experts"},
-    {"SHORTCONV", "shortconv"}, {"COPY", "copy"},
+    {"SHORTCONV", "shortconv"}, {"COPY", "copy"},         {"ROPE_FREQS", "rope_freqs"}, {"UNARY", "unary"},
+    {"DELTA_NET", "delta_net"},
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::COUNT));
 }  // namespace
@@ -295,6 +296,63 @@ Tensor* Graph::shortconv(Tensor* bx, Tensor* w, Tensor* state, Tensor* seq) {
     n.src[ShortconvArg::SEQ] = seq;
     n.writes = 1u << ShortconvArg::STATE;
     n.out = out_tensor(DType::F32, bx->ne[0], bx->ne[1]);
+    return add_node(n);
+}
+
+Tensor* Graph::rope_freqs(Tensor* x, Tensor* pos, Tensor* freqs, const RopeParams& p) {
+    if (pos->ne[0] != x->ne[2]) fail("rope: ", pos->ne[0], " positions for ", x->ne[2], " tokens");
+    if (p.n_dims > x->ne[0] || p.n_dims % 2) fail("rope: n_dims ", p.n_dims, " invalid for head size ", x->ne[0]);
+    if (!freqs || freqs->type != DType::F32 || freqs->ne[0] != p.n_dims / 2 || freqs->n_rows() != 1)
+        fail("rope: frequency factors ", freqs ? "'" + freqs->name + "' " + freqs->shape_str() : std::string("(none)"),
+             " do not give one F32 value per rotated pair (", p.n_dims / 2, ")");
+    Node n;
+    n.op = Op::ROPE_FREQS;
+    n.src[RopeFreqsArg::X] = x;
+    n.src[RopeFreqsArg::POS] = pos;
+    n.src[RopeFreqsArg::FREQS] = freqs;
+    n.params = p;
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::unary(Tensor* x, UnaryKind kind) {
+    if (x->type != DType::F32) fail("unary: '", x->name, "' must be F32");
+    Node n;
+    n.op = Op::UNARY;
+    n.src[0] = x;
+    n.params = UnaryParams{kind};
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::delta_net(Tensor* q, Tensor* k, Tensor* v, Tensor* g, Tensor* beta, Tensor* state, Tensor* seq,
+                         float q_scale) {
+    const int64_t dk = q->ne[0], nk = q->ne[1], T = q->ne[2], dv = v->ne[0], nv = v->ne[1];
+    for (const Tensor* t : {q, k, v, g, beta})
+        if (t->type != DType::F32 || t->ne[3] != 1) fail("delta_net: '", t->name, "' must be 3-D F32");
+    if (k->ne[0] != dk || k->ne[1] != nk || k->ne[2] != T || v->ne[2] != T)
+        fail("delta_net: q ", q->shape_str(), ", k ", k->shape_str(), " and v ", v->shape_str(), " do not match");
+    if (nk <= 0 || nv % nk) fail("delta_net: ", nv, " value heads are not a multiple of ", nk, " key heads");
+    if ((g->ne[0] != 1 && g->ne[0] != dk) || g->ne[1] != nv || g->ne[2] != T)
+        fail("delta_net: decay ", g->shape_str(), " is not [1 or ", dk, ", ", nv, ", ", T, "]");
+    if (beta->ne[0] != 1 || beta->ne[1] != nv || beta->ne[2] != T)
+        fail("delta_net: beta ", beta->shape_str(), " is not [1, ", nv, ", ", T, "]");
+    if (!state || state->type != DType::F32 || state->ne[0] != nv * dk * dv)
+        fail("delta_net: state ", state ? state->shape_str() : std::string("(none)"), " does not hold ", nv,
+             " matrices of ", dk, "x", dv);
+    if (!seq || seq->type != DType::I32 || seq->ne[0] != T) fail("delta_net: one I32 slot per token needed");
+    Node n;
+    n.op = Op::DELTA_NET;
+    n.src[DeltaNetArg::Q] = q;
+    n.src[DeltaNetArg::K] = k;
+    n.src[DeltaNetArg::V] = v;
+    n.src[DeltaNetArg::G] = g;
+    n.src[DeltaNetArg::BETA] = beta;
+    n.src[DeltaNetArg::STATE] = state;
+    n.src[DeltaNetArg::SEQ] = seq;
+    n.writes = 1u << DeltaNetArg::STATE;
+    n.params = DeltaNetParams{q_scale};
+    n.out = out_tensor(DType::F32, dv, nv, T);
     return add_node(n);
 }
 

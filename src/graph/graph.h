@@ -36,6 +36,9 @@ enum class Op : uint8_t {
     MOE_EXPERTS,  // sum over the selected experts of weight * SwiGLU expert(x)
     SHORTCONV,    // causal depthwise conv over time, state carried per sequence
     COPY,         // out = src on another device (inserted by the dispatcher)
+    ROPE_FREQS,   // ROPE with a per-pair frequency divisor (theta_i / freqs[i]; 1e30: not rotated)
+    UNARY,        // out = f(x) element-wise (silu, sigmoid, softplus); any strides in, contiguous out
+    DELTA_NET,    // gated delta rule over per-head state matrices, state carried per sequence
     COUNT
 };
 const char* op_name(Op op);        // "MATMUL"
@@ -64,7 +67,11 @@ struct MoeParams {
     int n_used = 0;
     bool norm_weights = true;
 };
-using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams>;
+enum class UnaryKind : uint8_t { SILU, SIGMOID, SOFTPLUS };
+struct UnaryParams { UnaryKind kind = UnaryKind::SILU; };
+struct DeltaNetParams { float q_scale = 1.0f; };
+using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams,
+                              UnaryParams, DeltaNetParams>;
 
 // Operand names, per op (indices into Node::src).
 struct MatmulArg { enum : int { W, X }; };
@@ -82,6 +89,12 @@ struct MoeWeightsArg { enum : int { LOGITS, IDS }; };
 struct MoeExpertsArg { enum : int { X, GATE, UP, DOWN, IDS, WEIGHTS }; };
 // STATE: F32 [state_floats, n_slots] (written); SEQ: I32 slot per token.
 struct ShortconvArg { enum : int { X, KERNEL, STATE, SEQ }; };
+// FREQS: F32 [n_dims / 2] divisors of the pair angles.
+struct RopeFreqsArg { enum : int { X, POS, FREQS }; };
+// Q, K [dk, n_k_heads, T]; V [dv, n_v_heads, T] (value head h reads key head h % n_k_heads);
+// G: log-decay, [1 or dk, n_v_heads, T] (one per head, or one per key channel); BETA [1, n_v_heads, T];
+// STATE: F32 [n_v_heads * dk * dv, n_slots] (written), per head S[i][j] at (h * dk + i) * dv + j; SEQ as above.
+struct DeltaNetArg { enum : int { Q, K, V, G, BETA, STATE, SEQ }; };
 
 inline constexpr int kMaxOperands = 9;
 
@@ -141,6 +154,13 @@ public:
     // bx [C, T], kernel w [L, C] -> [C, T]; state [(L-1) * C, n_slots]; seq: I32 slot per token
     // (a sequence's tokens in order).
     Tensor* shortconv(Tensor* bx, Tensor* w, Tensor* state, Tensor* seq);
+    // rope with per-pair frequency divisors freqs [n_dims / 2] (F32).
+    Tensor* rope_freqs(Tensor* x, Tensor* pos, Tensor* freqs, const RopeParams& p);
+    Tensor* unary(Tensor* x, UnaryKind kind);
+    // Per value head, for each token of a sequence in order, with S [dk, dv] (S_0 = its state):
+    //   S = diag(exp(g)) S;  S += k (beta (v - S^T k))^T;  out = S^T q * q_scale.
+    Tensor* delta_net(Tensor* q, Tensor* k, Tensor* v, Tensor* g, Tensor* beta, Tensor* state, Tensor* seq,
+                      float q_scale);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);

@@ -106,12 +106,14 @@ void Runner::place_state() {
     };
     for (int il = 0; il < p.n_layer; ++il) {
         const std::string blk = "blk." + std::to_string(il);
-        if (p.n_head_kv[il] > 0) {
-            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_k, n_cells, blk + ".k_pages");
-            state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_v, n_cells, blk + ".v_pages");
-        } else if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
-            state_[il].conv =
-                state_tensor(DType::F32, int64_t(p.shortconv_l_cache - 1) * p.n_embd, n_slots, blk + ".conv_state");
+        if (p.layer_kind[il] == LayerKind::RECURRENT) {
+            // Conv taps and state matrices of a sequence, one row per slot.
+            if (p.recurrent_state_floats > 0)
+                state_[il].conv = state_tensor(DType::F32, p.recurrent_state_floats, n_slots, blk + ".recurrent_state");
+        } else if (p.n_head_kv[il] > 0) {
+            const int64_t hk = p.head_dim_k_of(il), hv = p.head_dim_v_of(il);
+            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hk, n_cells, blk + ".k_pages");
+            state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
         }
     }
     // Probe: which device can run each layer's stateful op.

@@ -66,6 +66,38 @@ TEST(OpCheck, RopeAndAttention) {
     }
 }
 
+TEST(OpCheck, RopeWithFrequencyFactors) {
+    for (bool neox : {false, true}) {
+        OpSpec s = spec(Op::ROPE_FREQS, 0, 0, 5);
+        s.neox = neox;
+        s.head_dim = 128;
+        s.n_past = 300;
+        expect_ok(s);
+    }
+}
+
+TEST(OpCheck, UnaryFunctions) {
+    for (UnaryKind k : {UnaryKind::SILU, UnaryKind::SIGMOID, UnaryKind::SOFTPLUS})
+        for (int64_t T : {1, 7}) {
+            OpSpec s = spec(Op::UNARY, 300, 0, T);
+            s.kind = int(k);
+            expect_ok(s);
+        }
+}
+
+// Per-head and per-channel decays; one token, a prompt, and two interleaved sequences.
+TEST(OpCheck, DeltaRule) {
+    for (int kind : {0, 1})
+        for (int64_t T : {1, 2, 9}) {
+            OpSpec s = spec(Op::DELTA_NET, 0, 0, T);
+            s.kind = kind;
+            s.head_dim = 32;
+            s.n_head = 4;
+            s.n_kv_head = kind == 1 ? 4 : 2;
+            expect_ok(s);
+        }
+}
+
 TEST(OpCheck, MixtureOfExperts) {
     for (int64_t T : {1, 6}) {
         OpSpec s = spec(Op::MOE_TOPK, 0, 0, T);

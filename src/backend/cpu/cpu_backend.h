@@ -85,5 +85,8 @@ void op_moe_topk(const Node& n, ThreadPool& pool);
 void op_moe_weights(const Node& n, ThreadPool& pool);
 void op_moe_experts(const Node& n, ThreadPool& pool);
 void op_shortconv(const Node& n);
+void op_rope_freqs(const Node& n, ThreadPool& pool);
+void op_unary(const Node& n, ThreadPool& pool);
+void op_delta_net(const Node& n, ThreadPool& pool);
 
 }  // namespace glia::cpu
