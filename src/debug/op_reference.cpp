@@ -190,6 +190,89 @@ void ref_delta_net(const Node& n, std::vector<double>& out) {
     }
 }
 
+double situ(double g, double u, double b, double c) {
+    return b * std::tanh(g / b) / (1.0 + std::exp(-g)) * c * std::tanh(u / c);
+}
+
+double at4(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const uint8_t* row = t.row(i1, i2, i3);
+    return t.type == DType::F32 ? reinterpret_cast<const float*>(row)[i0] : at(t, i0, i1 + i2 * t.ne[1]);
+}
+
+void ref_combine(const Node& n, std::vector<double>& out) {
+    const Tensor& o = *n.out;
+    const Tensor& a = *n.src[0];
+    const Tensor& b = *n.src[1];
+    for (int64_t i3 = 0; i3 < o.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < o.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < o.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < o.ne[0]; ++i0) {
+                    if (n.op == Op::MUL_BCAST) {
+                        auto bi = [&](int d, int64_t i) { return b.ne[d] == 1 ? 0 : i; };
+                        out.push_back(at4(a, i0, i1, i2, i3) * at4(b, bi(0, i0), bi(1, i1), bi(2, i2), bi(3, i3)));
+                        continue;
+                    }
+                    int64_t i[4] = {i0, i1, i2, i3};
+                    const int d = n.p<ConcatParams>().dim;
+                    const bool from_a = i[d] < a.ne[d];
+                    if (!from_a) i[d] -= a.ne[d];
+                    out.push_back(at4(from_a ? a : b, i[0], i[1], i[2], i[3]));
+                }
+}
+
+void ref_res_mix(const Node& n, std::vector<double>& out) {
+    const Tensor& st = *n.src[ResMixArg::STACK];
+    const Tensor& cur = *n.src[ResMixArg::CUR];
+    const Tensor& w = *n.src[ResMixArg::W];
+    const int64_t E = cur.ne[0], T = cur.ne[1], ns = st.ne[1];
+    const double eps = n.p<NormParams>().eps;
+    for (int64_t t = 0; t < T; ++t) {
+        auto val = [&](int64_t j, int64_t d) { return j < ns ? at(st, d, j, t) : at(cur, d, t); };
+        std::vector<double> p(ns + 1);
+        for (int64_t j = 0; j <= ns; ++j) {
+            double ss = 0, s = 0;
+            for (int64_t d = 0; d < E; ++d) ss += val(j, d) * val(j, d);
+            const double inv = 1.0 / std::sqrt(ss / double(E) + eps);
+            for (int64_t d = 0; d < E; ++d) s += val(j, d) * inv * at(w, d);
+            p[j] = s;
+        }
+        softmax(p);
+        for (int64_t d = 0; d < E; ++d) {
+            double y = 0;
+            for (int64_t j = 0; j <= ns; ++j) y += p[j] * val(j, d);
+            out.push_back(y);
+        }
+    }
+}
+
+void ref_moe_glu(const Node& n, std::vector<double>& out) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const GluParams& gp = n.p<GluParams>();
+    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
+    out.assign(static_cast<size_t>(E * T), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < gp.n_used; ++i) {
+            const int e = int(at(*n.src[MoeExpertsArg::IDS], i, t));
+            const double wt = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
+            std::vector<double> h(F);
+            for (int64_t f = 0; f < F; ++f) {
+                const auto gr = row_of(gate, f, e), ur = row_of(up, f, e);
+                double g = 0, u = 0;
+                for (int64_t j = 0; j < E; ++j) g += gr[j] * at(x, j, t), u += ur[j] * at(x, j, t);
+                h[f] = gp.kind == GluKind::SITU ? situ(g, u, gp.beta, gp.linear_beta) : silu(g) * u;
+            }
+            for (int64_t r = 0; r < E; ++r) {
+                const auto dr = row_of(down, r, e);
+                double y = 0;
+                for (int64_t f = 0; f < F; ++f) y += dr[f] * h[f];
+                out[static_cast<size_t>(t * E + r)] += wt * y;
+            }
+        }
+}
+
 }  // namespace
 
 void reference_op(const Node& n, std::vector<double>& out) {
@@ -287,6 +370,41 @@ void reference_op(const Node& n, std::vector<double>& out) {
             return;
         }
         case Op::DELTA_NET: ref_delta_net(n, out); return;
+        case Op::MUL_BCAST: case Op::CONCAT: ref_combine(n, out); return;
+        case Op::RES_MIX: ref_res_mix(n, out); return;
+        case Op::MOE_EXPERTS_GLU: ref_moe_glu(n, out); return;
+        case Op::SITU: {
+            const Tensor& g = *n.src[GluArg::GATE];
+            const GluParams& gp = n.p<GluParams>();
+            for (int64_t r = 0; r < g.ne[1]; ++r)
+                for (int64_t i = 0; i < g.ne[0]; ++i)
+                    out.push_back(situ(at(g, i, r), at(*n.src[GluArg::UP], i, r), gp.beta, gp.linear_beta));
+            return;
+        }
+        case Op::MOE_GATHER_WEIGHTS: {
+            const MoeParams& mp = n.p<MoeParams>();
+            for (int64_t t = 0; t < n.src[1]->ne[1]; ++t) {
+                double sum = 0;
+                for (int i = 0; i < mp.n_used; ++i) sum += at(*n.src[0], int64_t(at(*n.src[1], i, t)), t);
+                for (int i = 0; i < mp.n_used; ++i)
+                    out.push_back(at(*n.src[0], int64_t(at(*n.src[1], i, t)), t) /
+                                  (mp.norm_weights ? std::max(sum, 6.103515625e-5) : 1.0));
+            }
+            return;
+        }
+        case Op::MATMUL_HEADS: {
+            const Tensor& w = *n.src[MatmulArg::W];
+            const Tensor& x = *n.src[MatmulArg::X];
+            for (int64_t t = 0; t < x.ne[2]; ++t)
+                for (int64_t h = 0; h < x.ne[1]; ++h)
+                    for (int64_t r = 0; r < w.ne[1]; ++r) {
+                        const auto wr = row_of(w, r, h);
+                        double d = 0;
+                        for (int64_t i = 0; i < w.ne[0]; ++i) d += wr[i] * at(x, i, h, t);
+                        out.push_back(d);
+                    }
+            return;
+        }
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;
         case Op::SHORTCONV: {
             const Tensor& x = *n.src[ShortconvArg::X];

@@ -14,7 +14,9 @@ constexpr OpNames kOpNames[] = {
     {"ATTENTION", "attention"}, {"SWIGLU", "swiglu"},         {"GEGLU", "geglu"},         {"SOFTCAP", "softcap"},
     {"MOE_TOPK", "moe_topk"}, {"MOE_WEIGHTS", "moe_weights"}, {"MOE_EXPERTS", "moe_experts"},
     {"SHORTCONV", "shortconv"}, {"COPY", "copy"},         {"ROPE_FREQS", "rope_freqs"}, {"UNARY", "unary"},
-    {"DELTA_NET", "delta_net"},
+    {"DELTA_NET", "delta_net"}, {"MUL_BCAST", "mul_bcast"}, {"CONCAT", "concat"},
+    {"MATMUL_HEADS", "matmul_heads"}, {"RES_MIX", "res_mix"}, {"SITU", "situ"},
+    {"MOE_GATHER_WEIGHTS", "moe_gather_weights"}, {"MOE_EXPERTS_GLU", "moe_experts_glu"},
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::COUNT));
 }  // namespace
@@ -354,6 +356,94 @@ Tensor* Graph::delta_net(Tensor* q, Tensor* k, Tensor* v, Tensor* g, Tensor* bet
     n.params = DeltaNetParams{q_scale};
     n.out = out_tensor(DType::F32, dv, nv, T);
     return add_node(n);
+}
+
+Tensor* Graph::mul_bcast(Tensor* a, Tensor* b) {
+    for (int d = 0; d < 4; ++d)
+        if (b->ne[d] != 1 && b->ne[d] != a->ne[d])
+            fail("mul_bcast: ", b->shape_str(), " does not broadcast over ", a->shape_str());
+    if (a->type != DType::F32 || b->type != DType::F32) fail("mul_bcast: operands must be F32");
+    Node n;
+    n.op = Op::MUL_BCAST;
+    n.src[BinaryArg::A] = a;
+    n.src[BinaryArg::B] = b;
+    n.out = out_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::concat(Tensor* a, Tensor* b, int dim) {
+    if (dim < 0 || dim > 3) fail("concat: dim ", dim);
+    for (int d = 0; d < 4; ++d)
+        if (d != dim && a->ne[d] != b->ne[d])
+            fail("concat: ", a->shape_str(), " and ", b->shape_str(), " differ outside dim ", dim);
+    if (a->type != DType::F32 || b->type != DType::F32) fail("concat: operands must be F32");
+    int64_t ne[4] = {a->ne[0], a->ne[1], a->ne[2], a->ne[3]};
+    ne[dim] += b->ne[dim];
+    Node n;
+    n.op = Op::CONCAT;
+    n.src[BinaryArg::A] = a;
+    n.src[BinaryArg::B] = b;
+    n.params = ConcatParams{dim};
+    n.out = out_tensor(DType::F32, ne[0], ne[1], ne[2], ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::matmul_heads(Tensor* w, Tensor* x) {
+    if (w->ne[0] != x->ne[0] || w->ne[2] != x->ne[1] || x->ne[3] != 1)
+        fail("matmul_heads: '", w->name, "' ", w->shape_str(), " does not map ", x->shape_str(), " per head");
+    if (x->type != DType::F32) fail("matmul_heads: input must be F32");
+    Node n;
+    n.op = Op::MATMUL_HEADS;
+    n.src[MatmulArg::W] = w;
+    n.src[MatmulArg::X] = x;
+    n.out = out_tensor(DType::F32, w->ne[1], x->ne[1], x->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::res_mix(Tensor* stack, Tensor* cur, Tensor* w, float eps) {
+    if (!stack) return cur;
+    const int64_t E = cur->ne[0], T = cur->ne[1];
+    if (stack->ne[0] != E || stack->ne[2] != T || cur->ne[2] != 1 || w->ne[0] != E || w->type != DType::F32)
+        fail("res_mix: stack ", stack->shape_str(), ", current ", cur->shape_str(), " and weights ", w->shape_str(),
+             " do not fit");
+    Node n;
+    n.op = Op::RES_MIX;
+    n.src[ResMixArg::STACK] = stack;
+    n.src[ResMixArg::CUR] = cur;
+    n.src[ResMixArg::W] = w;
+    n.params = NormParams{eps};
+    n.out = out_tensor(DType::F32, E, T);
+    return add_node(n);
+}
+
+Tensor* Graph::situ(Tensor* gate, Tensor* up, float beta, float linear_beta) {
+    if (!(beta > 0) || !(linear_beta > 0)) fail("situ: betas must be positive");
+    Node n = glu_node(Op::SITU, gate, up);
+    n.params = GluParams{GluKind::SITU, beta, linear_beta, 0};
+    return add_node(n);
+}
+
+Tensor* Graph::moe_gather_weights(Tensor* probs, Tensor* ids, bool norm) {
+    if (probs->type != DType::F32 || ids->type != DType::I32 || ids->ne[1] != probs->ne[1])
+        fail("moe_gather_weights: ids ", ids->shape_str(), " for probabilities ", probs->shape_str());
+    Node n;
+    n.op = Op::MOE_GATHER_WEIGHTS;
+    n.src[MoeGatherArg::PROBS] = probs;
+    n.src[MoeGatherArg::IDS] = ids;
+    n.params = MoeParams{static_cast<int>(ids->ne[0]), norm};
+    n.out = out_tensor(DType::F32, ids->ne[0], ids->ne[1]);
+    return add_node(n);
+}
+
+Tensor* Graph::moe_experts_glu(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids,
+                               Tensor* weights, const GluParams& act) {
+    Tensor* out = moe_experts(x, gate_exps, up_exps, down_exps, ids, weights);  // the checks, then retyped
+    Node& n = nodes_.back();
+    n.op = Op::MOE_EXPERTS_GLU;
+    GluParams gp = act;
+    gp.n_used = static_cast<int>(ids->ne[0]);
+    n.params = gp;
+    return out;
 }
 
 }  // namespace glia

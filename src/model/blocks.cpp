@@ -205,8 +205,11 @@ Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor
         gate = g.view(gu, F, gu->ne[1], 1, gu->nb[1], gu->nb[1] * gu->ne[1], 0);
         up = g.view(gu, F, gu->ne[1], 1, gu->nb[1], gu->nb[1] * gu->ne[1], F * sizeof(float));
     }
-    Tensor* act = p.ffn_act == Activation::GELU ? g.name(g.geglu(gate, up), "ffn_geglu", il)
-                                                : g.name(g.swiglu(gate, up), "ffn_swiglu", il);
+    Tensor* act;
+    if (p.ffn_act == Activation::GELU) act = g.name(g.geglu(gate, up), "ffn_geglu", il);
+    else if (p.ffn_act == Activation::SITU)
+        act = g.name(g.situ(gate, up, p.situ_beta, p.situ_linear_beta), "ffn_situ", il);
+    else act = g.name(g.swiglu(gate, up), "ffn_swiglu", il);
     return g.name(g.matmul(L.ffn_down, act), "ffn_out", il);
 }
 

@@ -153,6 +153,31 @@ ModelProfile derive_profile(const gguf::File& f) {
     }
 
     p.ssm_conv_kernel = f.get_or<int>(a + "ssm.conv_kernel", 0);
+    p.kda_head_dim = f.get_or<int>(a + "kda.head_dim", 0);
+    p.kda_gate_bounded = f.has(a + "kda.gate_lower_bound");
+    p.kda_gate_lower_bound = f.get_or<float>(a + "kda.gate_lower_bound", 0.0f);
+    p.mla_kv_lora_rank = f.get_or<int>(a + "attention.kv_lora_rank", 0);
+    p.mla_head_dim_k = f.get_or<int>(a + "attention.key_length_mla", 0);
+    p.mla_head_dim_v = f.get_or<int>(a + "attention.value_length_mla", 0);
+    p.mla_rope_dims = p.mla_kv_lora_rank > 0 ? p.rope.n_dims : 0;
+    if (p.mla_kv_lora_rank > 0 &&
+        (p.mla_head_dim_k <= p.mla_rope_dims || p.head_dim_k != p.mla_kv_lora_rank + p.mla_rope_dims ||
+         p.head_dim_v != p.mla_kv_lora_rank || p.mla_head_dim_v <= 0))
+        fail(f.path(), ": the latent attention keys (kv_lora_rank ", p.mla_kv_lora_rank, ", key_length ", p.head_dim_k,
+             ", value_length ", p.head_dim_v, ", key_length_mla ", p.mla_head_dim_k, ", value_length_mla ",
+             p.mla_head_dim_v, ", rope dims ", p.mla_rope_dims, ") do not fit together");
+    p.n_expert_shared = f.get_or<int>(a + "expert_shared_count", 0);
+    p.n_layer_dense_lead = f.get_or<int>(a + "leading_dense_block_count", 0);
+    p.n_expert_latent = f.get_or<int>(a + "expert_latent_length", 0);
+    p.moe_sigmoid = f.get_or<int>(a + "expert_gating_func", 1) == 2;
+    p.moe_weights_scale = f.get_or<float>(a + "expert_weights_scale", 1.0f);
+    p.situ_beta = f.get_or<float>(a + "activation.situ_beta", 0.0f);
+    p.situ_linear_beta = f.get_or<float>(a + "activation.situ_linear_beta", 0.0f);
+    if (p.situ_beta > 0) {
+        if (!(p.situ_linear_beta > 0)) fail(f.path(), ": ", a, "activation.situ_linear_beta must be positive");
+        p.ffn_act = Activation::SITU;
+    }
+    p.attn_res_block_size = f.get_or<int>(a + "attn_res.block_size", 0);
     p.ssm_d_state = f.get_or<int>(a + "ssm.state_size", 0);
     p.ssm_n_group = f.get_or<int>(a + "ssm.group_count", 0);
     p.ssm_dt_rank = f.get_or<int>(a + "ssm.time_step_rank", 0);
@@ -167,6 +192,11 @@ ModelProfile derive_profile(const gguf::File& f) {
         const int64_t dv = p.ssm_d_inner / p.ssm_dt_rank;
         const int64_t conv_ch = 2 * int64_t(p.ssm_n_group) * p.ssm_d_state + p.ssm_d_inner;
         p.recurrent_state_floats = (p.ssm_conv_kernel - 1) * conv_ch + int64_t(p.ssm_dt_rank) * p.ssm_d_state * dv;
+    } else if (p.kda_head_dim > 0) {
+        // KDA: conv taps of q, k and v (n_head x head_dim channels each), one matrix per head.
+        if (p.ssm_conv_kernel < 2) fail(f.path(), ": KDA needs ", a, "ssm.conv_kernel of at least 2");
+        const int64_t inner = int64_t(p.n_head) * p.kda_head_dim;
+        p.recurrent_state_floats = 3 * (p.ssm_conv_kernel - 1) * inner + inner * p.kda_head_dim;
     } else if (p.shortconv_l_cache > 1) {
         p.recurrent_state_floats = int64_t(p.shortconv_l_cache - 1) * p.n_embd;
     }
@@ -211,7 +241,8 @@ std::vector<std::pair<std::string, std::string>> describe_profile(const ModelPro
              << "base " << p.rope_base_swa << ")";
     if (f.find_tensor("rope_freqs.weight")) rope << ", frequency factors (rope_freqs)";
     if (p.rope.freq_scale != 1.0f) rope << ", linear scale " << p.rope.freq_scale;
-    out.emplace_back("rope", rope.str());
+    // The latent attention of these files uses its rope part unrotated (kimi-k3: nope-only).
+    out.emplace_back("rope", p.mla_kv_lora_rank > 0 ? "none applied (latent attention)" : rope.str());
     out.emplace_back("qk-norm", yes(has("attn_q_norm.weight")));
     out.emplace_back("qkv biases", yes(has("attn_q.bias")));
     out.emplace_back("fused qkv", yes(has("attn_qkv.weight")));
@@ -222,7 +253,11 @@ std::vector<std::pair<std::string, std::string>> describe_profile(const ModelPro
     caps << "attention " << (p.attn_softcap > 0 ? std::to_string(p.attn_softcap) : "none") << ", final "
          << (p.final_softcap > 0 ? std::to_string(p.final_softcap) : "none");
     out.emplace_back("softcaps", caps.str());
-    out.emplace_back("ffn activation", p.ffn_act == Activation::GELU ? "gelu (tanh) gated" : "silu gated");
+    out.emplace_back("ffn activation", p.ffn_act == Activation::GELU   ? "gelu (tanh) gated"
+                                       : p.ffn_act == Activation::SITU ? "situ (beta " + std::to_string(p.situ_beta) +
+                                                                             ", linear beta " +
+                                                                             std::to_string(p.situ_linear_beta) + ")"
+                                                                       : "silu gated");
     if (p.embed_scale != 1.0f) out.emplace_back("embedding scale", std::to_string(p.embed_scale));
     out.emplace_back("attention scale", p.q_prescale ? "q scaled after rope"
                                         : p.attn_scale > 0 ? "in softmax, " + std::to_string(p.attn_scale)
@@ -232,6 +267,11 @@ std::vector<std::pair<std::string, std::string>> describe_profile(const ModelPro
         std::ostringstream m;
         m << p.n_expert << " experts, " << p.n_expert_used << " used, expert ffn " << p.n_ff_expert
           << ", weights " << (p.moe_norm_weights ? "renormalised" : "as routed");
+        if (p.moe_sigmoid) m << ", sigmoid router";
+        if (p.moe_weights_scale != 1.0f) m << ", x" << p.moe_weights_scale;
+        if (p.n_expert_shared > 0) m << ", " << p.n_expert_shared << " shared";
+        if (p.n_expert_latent > 0) m << ", latent " << p.n_expert_latent;
+        if (p.n_layer_dense_lead > 0) m << ", first " << p.n_layer_dense_lead << " dense";
         out.emplace_back("moe", m.str());
     } else {
         out.emplace_back("moe", "no");
@@ -243,6 +283,15 @@ std::vector<std::pair<std::string, std::string>> describe_profile(const ModelPro
           << ", conv kernel " << p.ssm_conv_kernel;
         out.emplace_back("gated delta net", d.str());
     }
+    if (p.kda_head_dim > 0)
+        out.emplace_back("kda", std::to_string(p.n_head) + " heads of " + std::to_string(p.kda_head_dim) +
+                                    ", per-channel decay" + (p.kda_gate_bounded ? ", bounded sigmoid gate" : ""));
+    if (p.mla_kv_lora_rank > 0)
+        out.emplace_back("latent attention", "cache " + std::to_string(p.head_dim_k) + " values a token (latent " +
+                                                 std::to_string(p.mla_kv_lora_rank) + " + rope part " +
+                                                 std::to_string(p.mla_rope_dims) + "), absorbed heads");
+    if (p.attn_res_block_size > 0)
+        out.emplace_back("residual mixing", "every " + std::to_string(p.attn_res_block_size) + " blocks");
     if (p.recurrent_state_floats > 0)
         out.emplace_back("recurrent state",
                          std::to_string(p.recurrent_state_floats * 4) + " bytes per sequence and layer");

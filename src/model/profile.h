@@ -13,7 +13,7 @@ namespace glia::gguf { class File; }
 namespace glia {
 
 enum class LayerKind { ATTENTION, SLIDING_ATTENTION, RECURRENT };
-enum class Activation { SILU, GELU };
+enum class Activation { SILU, GELU, SITU };
 const char* layer_kind_name(LayerKind k);
 
 struct ModelProfile {
@@ -66,6 +66,25 @@ struct ModelProfile {
     int ssm_n_group = 0;            // key / query heads
     int ssm_dt_rank = 0;            // value heads
     int ssm_d_inner = 0;            // value heads x value head size
+    // Kimi delta attention (KDA) blocks: per-channel decay, separate q/k/v convs.
+    int kda_head_dim = 0;
+    bool kda_gate_bounded = false;  // decay = lower_bound * sigmoid(...) (else softplus(...) * ssm_a)
+    float kda_gate_lower_bound = 0.0f;
+    // Multi-head latent attention: the cache holds [kv_lora_rank latent, rope part] per
+    // token; V is the latent (the first kv_lora_rank values of the K cache row).
+    int mla_kv_lora_rank = 0;
+    int mla_head_dim_k = 0;         // q.k head size (nope + rope part)
+    int mla_head_dim_v = 0;         // per-head output of attn_v_b
+    int mla_rope_dims = 0;          // rope part of q and of the cached key
+    // MoE extras.
+    int n_expert_shared = 0;
+    int n_layer_dense_lead = 0;     // leading blocks with a dense FFN
+    int n_expert_latent = 0;        // routed experts' width (0: n_embd)
+    bool moe_sigmoid = false;       // sigmoid router (expert_gating_func 2), selection bias
+    float moe_weights_scale = 1.0f;
+    float situ_beta = 0.0f, situ_linear_beta = 0.0f;
+    // Cross-layer residual mixing: every block_size-th block saves its input stream.
+    int attn_res_block_size = 0;
     // Floats of recurrent state per sequence of a recurrent layer (conv taps and state
     // matrices together; 0: none).
     int64_t recurrent_state_floats = 0;

@@ -32,10 +32,10 @@ Tensor* delta_net_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
     Tensor* q = g.name(g.unary(part(0, dk, nk), UnaryKind::SILU), "q_conv", il);
     Tensor* k = g.name(g.unary(part(nk * dk, dk, nk), UnaryKind::SILU), "k_conv", il);
     Tensor* v = g.name(g.unary(part(2 * nk * dk, dv, nv), UnaryKind::SILU), "v_conv_predelta", il);
-    // L2 norm per head, as rms_norm / sqrt(dk).
-    const float inv_sqrt_dk = 1.0f / std::sqrt(float(dk));
-    q = g.name(g.scale(g.rms_norm(q, nullptr, p.norm_eps), inv_sqrt_dk), "q_conv_predelta", il);
-    k = g.name(g.scale(g.rms_norm(k, nullptr, p.norm_eps), inv_sqrt_dk), "k_conv_predelta", il);
+    // L2 norm per head, x / sqrt(sum x^2 + eps), as an RMS norm with eps / dk, / sqrt(dk).
+    const float inv_sqrt_dk = 1.0f / std::sqrt(float(dk)), l2_eps = p.norm_eps / float(dk);
+    q = g.name(g.scale(g.rms_norm(q, nullptr, l2_eps), inv_sqrt_dk), "q_conv_predelta", il);
+    k = g.name(g.scale(g.rms_norm(k, nullptr, l2_eps), inv_sqrt_dk), "k_conv_predelta", il);
 
     Tensor* beta = g.name(g.unary(g.matmul(L.ssm_beta, h), UnaryKind::SIGMOID), "beta_sigmoid", il);
     Tensor* alpha = g.name(g.add(g.matmul(L.ssm_alpha, h), L.ssm_dt_bias), "alpha_biased", il);

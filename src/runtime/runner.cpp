@@ -113,7 +113,9 @@ void Runner::place_state() {
         } else if (p.n_head_kv[il] > 0) {
             const int64_t hk = p.head_dim_k_of(il), hv = p.head_dim_v_of(il);
             state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hk, n_cells, blk + ".k_pages");
-            state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
+            // Latent attention caches one vector a token: V is a view of the K pages.
+            if (p.mla_kv_lora_rank == 0)
+                state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
         }
     }
     // Probe: which device can run each layer's stateful op.
@@ -178,7 +180,8 @@ void Runner::validate(const StepInputs& in) const {
         fail("forced routing gives ", in.forced_experts.size(), " layers, the model has ", p.n_layer);
     for (size_t il = 0; il < in.forced_experts.size(); ++il) {
         const int32_t* f = in.forced_experts[il];
-        if (!f && p.n_expert > 0) fail("forced routing gives no experts for layer ", il);
+        if (!f && p.n_expert > 0 && static_cast<int>(il) >= p.n_layer_dense_lead)
+            fail("forced routing gives no experts for layer ", il);
         if (!f) continue;
         for (int i = 0; i < p.n_expert_used * in.n_tokens; ++i)
             if (f[i] < 0 || f[i] >= p.n_expert) fail("forced expert id ", f[i], " outside the ", p.n_expert, " experts");

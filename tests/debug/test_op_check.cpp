@@ -98,6 +98,36 @@ TEST(OpCheck, DeltaRule) {
         }
 }
 
+// The ops of the KDA / MLA / latent-MoE family.
+TEST(OpCheck, BroadcastConcatHeadsAndMixing) {
+    for (int64_t T : {1, 5}) {
+        expect_ok(spec(Op::MUL_BCAST, 64, 0, T));
+        for (int dim : {0, 1}) {
+            OpSpec s = spec(Op::CONCAT, 256, 0, T);
+            s.kind = dim;
+            expect_ok(s);
+        }
+        for (DType t : {DType::F16, DType::Q8_0, DType::Q5_0, DType::Q4_K}) {
+            const bool k_quant = t == DType::Q4_K;
+            expect_ok(spec(Op::MATMUL_HEADS, k_quant ? 256 : 64, 128, T, t));
+        }
+        for (int saved : {1, 3}) {
+            OpSpec s = spec(Op::RES_MIX, 256, 0, T);
+            s.kind = saved;
+            expect_ok(s);
+        }
+        expect_ok(spec(Op::SITU, 300, 0, T));
+        OpSpec g = spec(Op::MOE_GATHER_WEIGHTS, 0, 0, T);
+        g.n_expert = 4;
+        expect_ok(g);
+        for (DType t : {DType::F16, DType::Q8_0, DType::Q5_0}) {
+            OpSpec e = spec(Op::MOE_EXPERTS_GLU, 128, 256, T, t);
+            e.n_expert = 4;
+            expect_ok(e);
+        }
+    }
+}
+
 TEST(OpCheck, MixtureOfExperts) {
     for (int64_t T : {1, 6}) {
         OpSpec s = spec(Op::MOE_TOPK, 0, 0, T);

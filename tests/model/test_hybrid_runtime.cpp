@@ -144,4 +144,7 @@ void expect_engine_streams_equal_alone(const std::string& stem) {
 TEST(HybridRuntime, Qwen35ChunksOfSevenEqualOneBatch) { expect_chunks_equal_one_batch("tiny-qwen35-f16", 7); }
 TEST(HybridRuntime, Gemma4ChunksOfSevenEqualOneBatch) { expect_chunks_equal_one_batch("tiny-gemma4-f16", 7); }
 
+TEST(HybridRuntime, KimiK3ChunksOfSevenEqualOneBatch) { expect_chunks_equal_one_batch("tiny-kimi-k3-f16", 7); }
+
 TEST(HybridRuntime, Qwen35EightEngineStreamsEqualEachAlone) { expect_engine_streams_equal_alone("tiny-qwen35-f16"); }
+TEST(HybridRuntime, KimiK3EightEngineStreamsEqualEachAlone) { expect_engine_streams_equal_alone("tiny-kimi-k3-f16"); }

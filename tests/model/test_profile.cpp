@@ -206,13 +206,42 @@ TEST(Profile, SharedModelsDeriveTheirFeatures) {
 }
 
 TEST(Model, UnsupportedArchitectureFailsAtLoadNamingTheSupportedList) {
-    const std::string path = test::shared_dir() + "/models/tiny-kimi-k3-f16.gguf";
+    gguf::Writer w;
+    w.set_str("general.architecture", "mamba-next");
+    w.set_u32("mamba-next.block_count", 2);
+    w.set_u32("mamba-next.embedding_length", 64);
+    w.set_u32("mamba-next.attention.head_count", 4);
+    const std::string path = testing::TempDir() + "/unsupported_arch.gguf";
+    w.write(path);
     try {
         Model::load(path);
         FAIL() << "expected an error";
     } catch (const Error& e) {
         const std::string msg = e.what();
-        EXPECT_NE(msg.find("kimi-k3"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("mamba-next"), std::string::npos) << msg;
         EXPECT_NE(msg.find("supported: llama"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("kimi-k3"), std::string::npos) << msg;
     }
+}
+
+TEST(Profile, KimiK3KdaMlaAndLatentMoe) {
+    auto f = gguf::File::open(test::shared_dir() + "/models/tiny-kimi-k3-q4_k_m.gguf");
+    ModelProfile p = derive_profile(*f);
+    EXPECT_EQ(p.layer_kind,
+              (std::vector<LayerKind>{LayerKind::RECURRENT, LayerKind::RECURRENT, LayerKind::ATTENTION}));
+    EXPECT_TRUE(p.uniform_offload_required);
+    EXPECT_EQ(p.mla_kv_lora_rank, 256);
+    EXPECT_EQ(p.head_dim_k, 320) << "the cache row: latent and rope part";
+    EXPECT_EQ(p.mla_head_dim_k, 128);
+    EXPECT_EQ(p.mla_head_dim_v, 64);
+    EXPECT_TRUE(p.kda_gate_bounded);
+    EXPECT_FLOAT_EQ(p.kda_gate_lower_bound, -5.0f);
+    // Three conv tap sets (3 x 256 channels) and four 64 x 64 matrices.
+    EXPECT_EQ(p.recurrent_state_floats, 3 * 3 * 256 + 4 * 64 * 64);
+    EXPECT_TRUE(p.moe_sigmoid);
+    EXPECT_FLOAT_EQ(p.moe_weights_scale, 2.5f);
+    EXPECT_EQ(p.n_expert_latent, 128);
+    EXPECT_EQ(p.n_layer_dense_lead, 1);
+    EXPECT_EQ(p.ffn_act, Activation::SITU);
+    EXPECT_EQ(p.attn_res_block_size, 2);
 }
