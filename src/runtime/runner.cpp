@@ -131,11 +131,13 @@ void Runner::place_state() {
         f.state = &state_;
         model_.forward(probe.g, f);
     }
+    // A layer's state may be written by several ops (a recurrent block's convs and state
+    // matrices): it stays on the layer's device only if that device runs all of them.
     for (const Node& n : probe.g.nodes()) {
         if (!n.writes || n.layer < 0) continue;
         int d = opt_.placement.layer[n.layer];
         if (d != 0 && (dispatcher_->forced_cpu(n.op) || !backends_[d]->supports(n))) d = 0;
-        state_dev_[n.layer] = d;
+        state_dev_[n.layer] = state_dev_[n.layer] == 0 ? 0 : d;
     }
     for (int il = 0; il < p.n_layer; ++il) {
         for (Tensor* t : {state_[il].k, state_[il].v, state_[il].conv}) {
