@@ -23,13 +23,28 @@ std::string OpSpec::label() const {
     switch (op) {
         case Op::MATMUL: case Op::GET_ROWS: os << " " << dtype_name(type) << " " << K << "x" << N; break;
         case Op::MOE_EXPERTS: os << " " << dtype_name(type) << " " << K << "x" << N << " " << n_used << "/" << n_expert; break;
-        case Op::MOE_TOPK: case Op::MOE_WEIGHTS: os << " " << n_used << "/" << n_expert; break;
+        case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_GATHER_WEIGHTS:
+            os << " " << n_used << "/" << n_expert;
+            break;
+        case Op::MOE_EXPERTS_GLU:
+            os << " situ " << dtype_name(type) << " " << K << "x" << N << " " << n_used << "/" << n_expert;
+            break;
+        case Op::MATMUL_HEADS: os << " " << dtype_name(type) << " " << K << "x" << N << " x" << n_head; break;
+        case Op::CONCAT: os << " dim " << kind << " " << K; break;
+        case Op::RES_MIX: os << " " << kind << " saved " << K; break;
         case Op::ATTENTION:
             os << " hd" << head_dim << " " << n_head << "/" << n_kv_head << " past " << n_past;
             if (window) os << " win " << window;
             if (softcap > 0) os << " cap";
             break;
-        case Op::ROPE: os << " hd" << head_dim << " x" << n_head << (neox ? " neox" : ""); break;
+        case Op::ROPE: case Op::ROPE_FREQS: os << " hd" << head_dim << " x" << n_head << (neox ? " neox" : ""); break;
+        case Op::UNARY:
+            os << " " << (kind == int(UnaryKind::SILU) ? "silu" : kind == int(UnaryKind::SIGMOID) ? "sigmoid" : "softplus")
+               << " " << K;
+            break;
+        case Op::DELTA_NET:
+            os << " hd" << head_dim << " " << n_head << "/" << n_kv_head << (kind == 1 ? " per-channel" : "");
+            break;
         default: os << " " << K; break;
     }
     os << " T=" << T;
@@ -72,8 +87,8 @@ void fill(Tensor& t, std::mt19937& rng, float sd) {
 
 double tolerance_for(const OpSpec& s) {
     switch (s.op) {
-        case Op::MATMUL: case Op::MOE_EXPERTS: {
-            const double chain = s.op == Op::MOE_EXPERTS ? 1.5 : 1.0;
+        case Op::MATMUL: case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU: case Op::MATMUL_HEADS: {
+            const double chain = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU ? 1.5 : 1.0;
             if (s.type == DType::F32) return 1e-5 * chain;
             if (s.type == DType::F16) return 4e-3 * chain;
             if (s.type == DType::BF16) return 2e-2 * chain;
@@ -81,7 +96,8 @@ double tolerance_for(const OpSpec& s) {
         }
         case Op::GEGLU: return 2e-3;      // GELU read from an f16 table, as the reference does
         case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
-        case Op::ROPE: return 1e-4;       // angles by float recurrence
+        case Op::ROPE: case Op::ROPE_FREQS: return 1e-4;  // angles by float recurrence
+        case Op::DELTA_NET: return 1e-4;  // float sums over the state, token after token
         case Op::MOE_TOPK: return 0;      // ids: exact
         default: return 1e-5;
     }
@@ -180,6 +196,118 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             out = g.rope(x, pos, rp);
             r.bytes = 8.0 * x->n_elements();
             r.flops = 6.0 * x->n_elements();
+            break;
+        }
+        case Op::ROPE_FREQS: {
+            Tensor* x = input(DType::F32, s.head_dim, s.n_head, T, "x");
+            Tensor* pos = input(DType::I32, T, 1, 1, "pos");
+            for (int64_t t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
+            Tensor* ff = weight(DType::F32, s.head_dim / 2, 1, 1, "freqs");
+            weights.push_back(ff);
+            // Some pairs as given, some slowed down, the last quarter not rotated (1e30).
+            std::uniform_real_distribution<float> u(1.0f, 4.0f);
+            for (int64_t i = 0; i < ff->ne[0]; ++i)
+                ff->ptr<float>()[i] = i < ff->ne[0] / 4 ? 1.0f : i < 3 * ff->ne[0] / 4 ? u(rng) : 1e30f;
+            RopeParams rp;
+            rp.type = s.neox ? RopeType::NEOX : RopeType::NORMAL;
+            rp.n_dims = s.head_dim;
+            rp.freq_base = 10000.0f;
+            out = g.rope_freqs(x, pos, ff, rp);
+            r.bytes = 8.0 * x->n_elements();
+            r.flops = 6.0 * x->n_elements();
+            break;
+        }
+        case Op::UNARY: {
+            out = g.unary(input(DType::F32, K, T, 1, "x", 4.0f), static_cast<UnaryKind>(s.kind));
+            r.bytes = 8.0 * K * T;
+            r.flops = 4.0 * K * T;
+            break;
+        }
+        case Op::DELTA_NET: {
+            // Two sequences with interleaved tokens, each continuing from a random state; q and
+            // k of about unit length, decays in (0.37, 1), beta in (0, 1), as in real models.
+            const int64_t dk = s.head_dim, nv = s.n_head, nk = s.n_kv_head;
+            const int n_slots = T > 1 ? 2 : 1;
+            Tensor* q = input(DType::F32, dk, nk, T, "q", 1.0f / std::sqrt(float(dk)));
+            Tensor* k = input(DType::F32, dk, nk, T, "k", 1.0f / std::sqrt(float(dk)));
+            Tensor* v = input(DType::F32, dk, nv, T, "v");
+            Tensor* gd = input(DType::F32, s.kind == 1 ? dk : 1, nv, T, "g");
+            Tensor* beta = input(DType::F32, 1, nv, T, "beta");
+            std::uniform_real_distribution<float> ud(-1.0f, 0.0f), ub(0.0f, 1.0f);
+            for (int64_t i = 0; i < gd->n_elements(); ++i) gd->ptr<float>()[i] = ud(rng);
+            for (int64_t i = 0; i < beta->n_elements(); ++i) beta->ptr<float>()[i] = ub(rng);
+            Tensor* st = state(DType::F32, nv * dk * dk, n_slots, "delta_state");
+            Tensor* seq = input(DType::I32, T, 1, 1, "seq");
+            for (int64_t t = 0; t < T; ++t) seq->ptr<int32_t>()[t] = int32_t(t % n_slots);
+            out = g.delta_net(q, k, v, gd, beta, st, seq, 1.0f / std::sqrt(float(dk)));
+            r.bytes = 4.0 * (q->n_elements() * 2 + v->n_elements() * 2) + 8.0 * st->n_elements();
+            r.flops = 8.0 * dk * dk * nv * T;
+            break;
+        }
+        case Op::MUL_BCAST: {
+            // Per-head factors: [K, n_head, T] times [1, n_head, 1].
+            Tensor* a = input(DType::F32, K, s.n_head, T, "a");
+            out = g.mul_bcast(a, input(DType::F32, 1, s.n_head, 1, "b"));
+            r.bytes = 8.0 * a->n_elements();
+            r.flops = double(a->n_elements());
+            break;
+        }
+        case Op::CONCAT: {
+            // kind = the dim: [K, 4, T] + [K/4, 4, T] along 0, [K, 2, T] + [K, 1, T] along 1.
+            Tensor* a = input(DType::F32, K, s.kind == 0 ? 4 : 2, T, "a");
+            Tensor* b = input(DType::F32, s.kind == 0 ? K / 4 : K, s.kind == 0 ? 4 : 1, T, "b");
+            out = g.concat(a, b, s.kind);
+            r.bytes = 8.0 * (a->n_elements() + b->n_elements());
+            break;
+        }
+        case Op::MATMUL_HEADS: {
+            Tensor* w = weight(s.type, K, N, s.n_head, "w_heads");
+            weights.push_back(w);
+            out = g.matmul_heads(w, input(DType::F32, K, s.n_head, T, "x"));
+            r.bytes = double(w->nbytes()) + 4.0 * (K + N) * s.n_head * T;
+            r.flops = 2.0 * K * N * s.n_head * T;
+            break;
+        }
+        case Op::RES_MIX: {
+            Tensor* w = weight(DType::F32, K, 1, 1, "score", 0.3f);
+            weights.push_back(w);
+            out = g.res_mix(input(DType::F32, K, s.kind, T, "stack"), input(DType::F32, K, T, 1, "cur"), w, 1e-5f);
+            r.bytes = 4.0 * K * T * (s.kind + 2);
+            break;
+        }
+        case Op::SITU: {
+            out = g.situ(input(DType::F32, K, T, 1, "gate", 3.0f), input(DType::F32, K, T, 1, "up", 3.0f), 2.0f, 3.0f);
+            r.bytes = 12.0 * K * T;
+            break;
+        }
+        case Op::MOE_GATHER_WEIGHTS: {
+            Tensor* probs = input(DType::F32, s.n_expert, T, 1, "probs");
+            for (int64_t i = 0; i < probs->n_elements(); ++i) probs->ptr<float>()[i] = float(rng() % 1000) / 1000.0f;
+            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+            int32_t* id = ids->ptr<int32_t>();
+            for (int64_t t = 0; t < T; ++t)
+                for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) + i * 3) % s.n_expert;
+            out = g.moe_gather_weights(probs, ids, true);
+            r.bytes = 4.0 * s.n_expert * T;
+            break;
+        }
+        case Op::MOE_EXPERTS_GLU: {
+            Tensor* gw = weight(s.type, K, N, s.n_expert, "gate_exps");
+            Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
+            Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
+            weights = {gw, uw, dw};
+            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+            Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
+            int32_t* id = ids->ptr<int32_t>();
+            for (int64_t t = 0; t < T; ++t)
+                for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) * 5 + i) % s.n_expert;
+            GluParams gp;
+            gp.kind = GluKind::SITU;
+            gp.beta = 2.0f;
+            gp.linear_beta = 3.0f;
+            out = g.moe_experts_glu(input(DType::F32, K, T, 1, "x"), gw, uw, dw, ids, wt, gp);
+            r.bytes = std::min<double>(s.n_expert, double(s.n_used) * T) * 3.0 * row_bytes(s.type, K) * N;
+            r.flops = 6.0 * K * N * s.n_used * T;
             break;
         }
         case Op::ATTENTION: {

@@ -22,6 +22,9 @@ struct OpSpec {
     bool neox = false;
     // MOE_*
     int n_expert = 8, n_used = 2;
+    // UNARY: the UnaryKind; DELTA_NET: 1 = one decay per key channel (else one per head).
+    // DELTA_NET uses head_dim (dk = dv), n_kv_head key heads and n_head value heads.
+    int kind = 0;
     std::string label() const;  // "MATMUL q4_k 4096x4096 T=1"
 };
 

@@ -144,6 +144,136 @@ void ref_moe(const Node& n, std::vector<double>& out) {
         }
 }
 
+// The gated delta rule in double, token by token per sequence (op DELTA_NET).
+void ref_delta_net(const Node& n, std::vector<double>& out) {
+    const Tensor& q = *n.src[DeltaNetArg::Q];
+    const Tensor& k = *n.src[DeltaNetArg::K];
+    const Tensor& v = *n.src[DeltaNetArg::V];
+    const Tensor& g = *n.src[DeltaNetArg::G];
+    const Tensor& beta = *n.src[DeltaNetArg::BETA];
+    const Tensor& st = *n.src[DeltaNetArg::STATE];
+    const Tensor& seq = *n.src[DeltaNetArg::SEQ];
+    const int64_t dk = q.ne[0], nk = q.ne[1], T = q.ne[2], dv = v.ne[0], nv = v.ne[1];
+    const double scale = n.p<DeltaNetParams>().q_scale;
+    out.assign(static_cast<size_t>(dv * nv * T), 0.0);
+    std::vector<std::vector<double>> S;  // per (slot, head): the matrix so far
+    std::vector<std::pair<int, int64_t>> keys;
+    for (int64_t t = 0; t < T; ++t) {
+        const int s = int(at(seq, t));
+        for (int64_t h = 0; h < nv; ++h) {
+            size_t idx = 0;
+            while (idx < keys.size() && keys[idx] != std::make_pair(s, h)) ++idx;
+            if (idx == keys.size()) {
+                keys.emplace_back(s, h);
+                S.emplace_back(static_cast<size_t>(dk * dv));
+                for (int64_t e = 0; e < dk * dv; ++e) S.back()[e] = at(st, h * dk * dv + e, s);
+            }
+            std::vector<double>& M = S[idx];
+            const int64_t hk = h % nk;
+            for (int64_t i = 0; i < dk; ++i) {
+                const double d = std::exp(at(g, g.ne[0] == 1 ? 0 : i, h, t));
+                for (int64_t c = 0; c < dv; ++c) M[i * dv + c] *= d;
+            }
+            std::vector<double> u(dv);
+            for (int64_t c = 0; c < dv; ++c) {
+                double pred = 0;
+                for (int64_t i = 0; i < dk; ++i) pred += M[i * dv + c] * at(k, i, hk, t);
+                u[c] = at(beta, 0, h, t) * (at(v, c, h, t) - pred);
+            }
+            for (int64_t i = 0; i < dk; ++i)
+                for (int64_t c = 0; c < dv; ++c) M[i * dv + c] += at(k, i, hk, t) * u[c];
+            for (int64_t c = 0; c < dv; ++c) {
+                double o = 0;
+                for (int64_t i = 0; i < dk; ++i) o += M[i * dv + c] * at(q, i, hk, t);
+                out[static_cast<size_t>((t * nv + h) * dv + c)] = o * scale;
+            }
+        }
+    }
+}
+
+double situ(double g, double u, double b, double c) {
+    return b * std::tanh(g / b) / (1.0 + std::exp(-g)) * c * std::tanh(u / c);
+}
+
+double at4(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const uint8_t* row = t.row(i1, i2, i3);
+    return t.type == DType::F32 ? reinterpret_cast<const float*>(row)[i0] : at(t, i0, i1 + i2 * t.ne[1]);
+}
+
+void ref_combine(const Node& n, std::vector<double>& out) {
+    const Tensor& o = *n.out;
+    const Tensor& a = *n.src[0];
+    const Tensor& b = *n.src[1];
+    for (int64_t i3 = 0; i3 < o.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < o.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < o.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < o.ne[0]; ++i0) {
+                    if (n.op == Op::MUL_BCAST) {
+                        auto bi = [&](int d, int64_t i) { return b.ne[d] == 1 ? 0 : i; };
+                        out.push_back(at4(a, i0, i1, i2, i3) * at4(b, bi(0, i0), bi(1, i1), bi(2, i2), bi(3, i3)));
+                        continue;
+                    }
+                    int64_t i[4] = {i0, i1, i2, i3};
+                    const int d = n.p<ConcatParams>().dim;
+                    const bool from_a = i[d] < a.ne[d];
+                    if (!from_a) i[d] -= a.ne[d];
+                    out.push_back(at4(from_a ? a : b, i[0], i[1], i[2], i[3]));
+                }
+}
+
+void ref_res_mix(const Node& n, std::vector<double>& out) {
+    const Tensor& st = *n.src[ResMixArg::STACK];
+    const Tensor& cur = *n.src[ResMixArg::CUR];
+    const Tensor& w = *n.src[ResMixArg::W];
+    const int64_t E = cur.ne[0], T = cur.ne[1], ns = st.ne[1];
+    const double eps = n.p<NormParams>().eps;
+    for (int64_t t = 0; t < T; ++t) {
+        auto val = [&](int64_t j, int64_t d) { return j < ns ? at(st, d, j, t) : at(cur, d, t); };
+        std::vector<double> p(ns + 1);
+        for (int64_t j = 0; j <= ns; ++j) {
+            double ss = 0, s = 0;
+            for (int64_t d = 0; d < E; ++d) ss += val(j, d) * val(j, d);
+            const double inv = 1.0 / std::sqrt(ss / double(E) + eps);
+            for (int64_t d = 0; d < E; ++d) s += val(j, d) * inv * at(w, d);
+            p[j] = s;
+        }
+        softmax(p);
+        for (int64_t d = 0; d < E; ++d) {
+            double y = 0;
+            for (int64_t j = 0; j <= ns; ++j) y += p[j] * val(j, d);
+            out.push_back(y);
+        }
+    }
+}
+
+void ref_moe_glu(const Node& n, std::vector<double>& out) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const GluParams& gp = n.p<GluParams>();
+    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
+    out.assign(static_cast<size_t>(E * T), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < gp.n_used; ++i) {
+            const int e = int(at(*n.src[MoeExpertsArg::IDS], i, t));
+            const double wt = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
+            std::vector<double> h(F);
+            for (int64_t f = 0; f < F; ++f) {
+                const auto gr = row_of(gate, f, e), ur = row_of(up, f, e);
+                double g = 0, u = 0;
+                for (int64_t j = 0; j < E; ++j) g += gr[j] * at(x, j, t), u += ur[j] * at(x, j, t);
+                h[f] = gp.kind == GluKind::SITU ? situ(g, u, gp.beta, gp.linear_beta) : silu(g) * u;
+            }
+            for (int64_t r = 0; r < E; ++r) {
+                const auto dr = row_of(down, r, e);
+                double y = 0;
+                for (int64_t f = 0; f < F; ++f) y += dr[f] * h[f];
+                out[static_cast<size_t>(t * E + r)] += wt * y;
+            }
+        }
+}
+
 }  // namespace
 
 void reference_op(const Node& n, std::vector<double>& out) {
@@ -209,9 +339,10 @@ void reference_op(const Node& n, std::vector<double>& out) {
                     }
             return;
         }
-        case Op::ROPE: {
+        case Op::ROPE: case Op::ROPE_FREQS: {
             const Tensor& x = *n.src[0];
             const RopeParams& p = n.p<RopeParams>();
+            const Tensor* ff = n.op == Op::ROPE_FREQS ? n.src[RopeFreqsArg::FREQS] : nullptr;
             const int64_t hd = x.ne[0];
             for (int64_t t = 0; t < x.ne[2]; ++t)
                 for (int64_t h = 0; h < x.ne[1]; ++h) {
@@ -219,7 +350,7 @@ void reference_op(const Node& n, std::vector<double>& out) {
                     for (int64_t i = 0; i < hd; ++i) r[i] = at(x, i, h, t);
                     for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
                         const double th = at(*n.src[1], t) * std::pow(double(p.freq_base), -double(i0) / p.n_dims) *
-                                          p.freq_scale;
+                                          p.freq_scale / (ff ? at(*ff, i0 / 2) : 1.0);
                         const int a = p.type == RopeType::NEOX ? i0 / 2 : i0;
                         const int b = p.type == RopeType::NEOX ? i0 / 2 + p.n_dims / 2 : i0 + 1;
                         const double x0 = at(x, a, h, t), x1 = at(x, b, h, t);
@@ -231,6 +362,56 @@ void reference_op(const Node& n, std::vector<double>& out) {
             return;
         }
         case Op::ATTENTION: ref_attention(n, out); return;
+        case Op::UNARY: {
+            const Tensor& x = *n.src[0];
+            for (int64_t i2 = 0; i2 < x.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < x.ne[1]; ++i1)
+                    for (int64_t i = 0; i < x.ne[0]; ++i) {
+                        const double a = at(x, i, i1, i2);
+                        switch (n.p<UnaryParams>().kind) {
+                            case UnaryKind::SILU: out.push_back(silu(a)); break;
+                            case UnaryKind::SIGMOID: out.push_back(1.0 / (1.0 + std::exp(-a))); break;
+                            case UnaryKind::SOFTPLUS: out.push_back(std::log1p(std::exp(a))); break;
+                        }
+                    }
+            return;
+        }
+        case Op::DELTA_NET: ref_delta_net(n, out); return;
+        case Op::MUL_BCAST: case Op::CONCAT: ref_combine(n, out); return;
+        case Op::RES_MIX: ref_res_mix(n, out); return;
+        case Op::MOE_EXPERTS_GLU: ref_moe_glu(n, out); return;
+        case Op::SITU: {
+            const Tensor& g = *n.src[GluArg::GATE];
+            const GluParams& gp = n.p<GluParams>();
+            for (int64_t r = 0; r < g.ne[1]; ++r)
+                for (int64_t i = 0; i < g.ne[0]; ++i)
+                    out.push_back(situ(at(g, i, r), at(*n.src[GluArg::UP], i, r), gp.beta, gp.linear_beta));
+            return;
+        }
+        case Op::MOE_GATHER_WEIGHTS: {
+            const MoeParams& mp = n.p<MoeParams>();
+            for (int64_t t = 0; t < n.src[1]->ne[1]; ++t) {
+                double sum = 0;
+                for (int i = 0; i < mp.n_used; ++i) sum += at(*n.src[0], int64_t(at(*n.src[1], i, t)), t);
+                for (int i = 0; i < mp.n_used; ++i)
+                    out.push_back(at(*n.src[0], int64_t(at(*n.src[1], i, t)), t) /
+                                  (mp.norm_weights ? std::max(sum, 6.103515625e-5) : 1.0));
+            }
+            return;
+        }
+        case Op::MATMUL_HEADS: {
+            const Tensor& w = *n.src[MatmulArg::W];
+            const Tensor& x = *n.src[MatmulArg::X];
+            for (int64_t t = 0; t < x.ne[2]; ++t)
+                for (int64_t h = 0; h < x.ne[1]; ++h)
+                    for (int64_t r = 0; r < w.ne[1]; ++r) {
+                        const auto wr = row_of(w, r, h);
+                        double d = 0;
+                        for (int64_t i = 0; i < w.ne[0]; ++i) d += wr[i] * at(x, i, h, t);
+                        out.push_back(d);
+                    }
+            return;
+        }
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;
         case Op::SHORTCONV: {
             const Tensor& x = *n.src[ShortconvArg::X];

@@ -30,9 +30,60 @@ enum class ValueType : uint32_t {
 };
 const char* value_type_name(ValueType t);
 
+struct Value;
+
+// The elements of an ARRAY value. Arrays read from a file are compact: scalar elements are
+// viewed in place in the file image (valid while the File lives, like strings), string
+// elements are one view each; an element is made as a Value when asked for, so a 262k-token
+// vocabulary costs a few allocations, not one object per element. Arrays built by code
+// (push_back, assignment) and nested arrays hold their Values.
+class ValueArray {
+public:
+    ValueArray() = default;
+    ValueArray(std::vector<Value> v);  // NOLINT: a vector of Values converts
+    ValueArray& operator=(std::vector<Value> v);
+
+    size_t size() const;
+    bool empty() const { return size() == 0; }
+    Value operator[](size_t k) const;  // by value: made from the compact form
+    void push_back(Value v);
+    void reserve(size_t n);
+    void resize(size_t n);
+
+    class iterator {
+    public:
+        using value_type = Value;
+        using difference_type = std::ptrdiff_t;
+        iterator(const ValueArray* a, size_t k) : a_(a), k_(k) {}
+        Value operator*() const;
+        iterator& operator++() { ++k_; return *this; }
+        bool operator==(const iterator& o) const { return k_ == o.k_; }
+        bool operator!=(const iterator& o) const { return k_ != o.k_; }
+    private:
+        const ValueArray* a_;
+        size_t k_;
+    };
+    iterator begin() const { return {this, 0}; }
+    iterator end() const { return {this, size()}; }
+
+    // The compact forms (the reader): n scalars of `type` at `data` (little-endian, in the
+    // file image; already validated), or string views.
+    void view_scalars(ValueType type, const uint8_t* data, size_t n);
+    void set_strings(std::vector<std::string_view> s);
+
+private:
+    enum class Form : uint8_t { BOXED, SCALARS, STRINGS };
+    Form form_ = Form::BOXED;
+    ValueType type_ = ValueType::UINT8;  // SCALARS: element type
+    const uint8_t* raw_ = nullptr;       // SCALARS
+    size_t n_raw_ = 0;
+    std::vector<std::string_view> strings_;  // STRINGS
+    std::vector<Value> boxed_;                // BOXED
+    void box();                               // converts a compact form before a change
+};
+
 // One metadata value. Scalars keep their value in the matching field; strings view the
-// mapped file (valid while the File lives); arrays hold their elements.
-// (Members are ordered to keep the struct small: a vocabulary holds ~1M of them.)
+// mapped file (valid while the File lives); arrays hold their elements (ValueArray).
 struct Value {
     ValueType type = ValueType::UINT8;
     ValueType elem_type = ValueType::UINT8;  // ARRAY: element type
@@ -40,7 +91,7 @@ struct Value {
     int64_t i = 0;              // signed integers
     double f = 0;               // floats
     std::string_view s;         // STRING
-    std::vector<Value> arr;     // ARRAY: elements
+    ValueArray arr;             // ARRAY: elements
 
     bool is_integer() const;
     bool is_float() const;

@@ -93,6 +93,13 @@ public:
     }
     template <typename T>
     T read(const std::string& field) { return read<T>(named(field)); }
+    // The next n bytes, in place.
+    const uint8_t* take(uint64_t n, const Field& field) {
+        need(n, field);
+        const uint8_t* p = base_ + pos_;
+        pos_ += n;
+        return p;
+    }
 
     std::string_view read_string(const Field& field) {
         const uint64_t at = pos_;
@@ -248,21 +255,35 @@ struct ValueReader {
             c.error(at, field, cat("array length ", n, " brings the metadata past ", kMaxValues,
                                    " values in total, the reader's limit (a real vocabulary needs ~1M)"));
         n_values += n;
-        v.arr.resize(n);
-        if (v.elem_type != ValueType::ARRAY) {
-            // Flat array: the element field name is built only on error.
+        if (const size_t es = scalar_size(v.elem_type)) {
+            // Scalars: viewed in place (bools checked first); element names built only on error.
+            const uint64_t data_at = c.pos();
+            const uint8_t* data = c.take(n * es, field);
+            if (v.elem_type == ValueType::BOOL)
+                for (uint64_t k = 0; k < n; ++k)
+                    if (data[k] > 1) {
+                        Field ef = field;
+                        ef.has_index = true;
+                        ef.index = k;
+                        c.error(data_at + k, ef, cat("bool value ", int(data[k]), " is neither 0 nor 1"));
+                    }
+            v.arr.view_scalars(v.elem_type, data, n);
+        } else if (v.elem_type == ValueType::STRING) {
             Field ef = field;
             ef.has_index = true;
+            std::vector<std::string_view> strs(n);
             for (uint64_t k = 0; k < n; ++k) {
                 ef.index = k;
-                v.arr[k].type = v.elem_type;
-                read_scalar(v.arr[k], v.elem_type, ef);
+                strs[k] = c.read_string(ef);
             }
+            v.arr.set_strings(std::move(strs));
         } else {
+            std::vector<Value> items(n);
             for (uint64_t k = 0; k < n; ++k) {
                 const std::string sub = cat(field.str(), "[", k, "]");
-                read(v.arr[k], ValueType::ARRAY, named(sub), depth + 1);
+                read(items[k], ValueType::ARRAY, named(sub), depth + 1);
             }
+            v.arr = std::move(items);
         }
     }
 };

@@ -1,5 +1,6 @@
 // Typed access to GGUF metadata values, with range-checked conversions.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <type_traits>
@@ -18,6 +19,95 @@ bool Value::is_integer() const {
 }
 
 bool Value::is_float() const { return type == ValueType::FLOAT32 || type == ValueType::FLOAT64; }
+
+ValueArray::ValueArray(std::vector<Value> v) : boxed_(std::move(v)) {}
+
+ValueArray& ValueArray::operator=(std::vector<Value> v) {
+    form_ = Form::BOXED;
+    raw_ = nullptr;
+    n_raw_ = 0;
+    strings_.clear();
+    boxed_ = std::move(v);
+    return *this;
+}
+
+size_t ValueArray::size() const {
+    switch (form_) {
+        case Form::SCALARS: return n_raw_;
+        case Form::STRINGS: return strings_.size();
+        case Form::BOXED: break;
+    }
+    return boxed_.size();
+}
+
+// An element of a compact array, as the reader used to store it: unsigned integers and
+// bools in u, signed in i, floats in f.
+Value ValueArray::operator[](size_t k) const {
+    if (form_ == Form::BOXED) return boxed_[k];
+    Value v;
+    v.type = form_ == Form::STRINGS ? ValueType::STRING : type_;
+    if (form_ == Form::STRINGS) {
+        v.s = strings_[k];
+        return v;
+    }
+    auto get = [&](auto x) {
+        std::memcpy(&x, raw_ + k * sizeof(x), sizeof(x));
+        return x;
+    };
+    switch (type_) {
+        case ValueType::UINT8: case ValueType::BOOL: v.u = raw_[k]; break;
+        case ValueType::INT8: v.i = static_cast<int8_t>(raw_[k]); break;
+        case ValueType::UINT16: v.u = get(uint16_t{}); break;
+        case ValueType::INT16: v.i = get(int16_t{}); break;
+        case ValueType::UINT32: v.u = get(uint32_t{}); break;
+        case ValueType::INT32: v.i = get(int32_t{}); break;
+        case ValueType::UINT64: v.u = get(uint64_t{}); break;
+        case ValueType::INT64: v.i = get(int64_t{}); break;
+        case ValueType::FLOAT32: v.f = get(float{}); break;
+        case ValueType::FLOAT64: v.f = get(double{}); break;
+        default: break;
+    }
+    return v;
+}
+
+Value ValueArray::iterator::operator*() const { return (*a_)[k_]; }
+
+void ValueArray::box() {
+    if (form_ == Form::BOXED) return;
+    std::vector<Value> items;
+    items.reserve(size());
+    for (size_t k = 0; k < size(); ++k) items.push_back((*this)[k]);
+    *this = std::move(items);
+}
+
+void ValueArray::push_back(Value v) {
+    box();
+    boxed_.push_back(std::move(v));
+}
+
+void ValueArray::reserve(size_t n) {
+    box();
+    boxed_.reserve(n);
+}
+
+void ValueArray::resize(size_t n) {
+    box();
+    boxed_.resize(n);
+}
+
+void ValueArray::view_scalars(ValueType type, const uint8_t* data, size_t n) {
+    *this = std::vector<Value>{};
+    form_ = Form::SCALARS;
+    type_ = type;
+    raw_ = data;
+    n_raw_ = n;
+}
+
+void ValueArray::set_strings(std::vector<std::string_view> s) {
+    *this = std::vector<Value>{};
+    form_ = Form::STRINGS;
+    strings_ = std::move(s);
+}
 
 static bool is_unsigned(ValueType t) {
     return t == ValueType::UINT8 || t == ValueType::UINT16 || t == ValueType::UINT32 || t == ValueType::UINT64;

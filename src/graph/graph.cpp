@@ -13,7 +13,10 @@ constexpr OpNames kOpNames[] = {
     {"MUL", "mul"},           {"SCALE", "scale"},             {"MATMUL", "matmul"},       {"ROPE", "rope"},
     {"ATTENTION", "attention"}, {"SWIGLU", "swiglu"},         {"GEGLU", "geglu"},         {"SOFTCAP", "softcap"},
     {"MOE_TOPK", "moe_topk"}, {"MOE_WEIGHTS", "moe_weights"}, {"MOE_EXPERTS", "moe_experts"},
-    {"SHORTCONV", "shortconv"}, {"COPY", "copy"},
+    {"SHORTCONV", "shortconv"}, {"COPY", "copy"},         {"ROPE_FREQS", "rope_freqs"}, {"UNARY", "unary"},
+    {"DELTA_NET", "delta_net"}, {"MUL_BCAST", "mul_bcast"}, {"CONCAT", "concat"},
+    {"MATMUL_HEADS", "matmul_heads"}, {"RES_MIX", "res_mix"}, {"SITU", "situ"},
+    {"MOE_GATHER_WEIGHTS", "moe_gather_weights"}, {"MOE_EXPERTS_GLU", "moe_experts_glu"},
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::COUNT));
 }  // namespace
@@ -296,6 +299,151 @@ Tensor* Graph::shortconv(Tensor* bx, Tensor* w, Tensor* state, Tensor* seq) {
     n.writes = 1u << ShortconvArg::STATE;
     n.out = out_tensor(DType::F32, bx->ne[0], bx->ne[1]);
     return add_node(n);
+}
+
+Tensor* Graph::rope_freqs(Tensor* x, Tensor* pos, Tensor* freqs, const RopeParams& p) {
+    if (pos->ne[0] != x->ne[2]) fail("rope: ", pos->ne[0], " positions for ", x->ne[2], " tokens");
+    if (p.n_dims > x->ne[0] || p.n_dims % 2) fail("rope: n_dims ", p.n_dims, " invalid for head size ", x->ne[0]);
+    if (!freqs || freqs->type != DType::F32 || freqs->ne[0] != p.n_dims / 2 || freqs->n_rows() != 1)
+        fail("rope: frequency factors ", freqs ? "'" + freqs->name + "' " + freqs->shape_str() : std::string("(none)"),
+             " do not give one F32 value per rotated pair (", p.n_dims / 2, ")");
+    Node n;
+    n.op = Op::ROPE_FREQS;
+    n.src[RopeFreqsArg::X] = x;
+    n.src[RopeFreqsArg::POS] = pos;
+    n.src[RopeFreqsArg::FREQS] = freqs;
+    n.params = p;
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::unary(Tensor* x, UnaryKind kind) {
+    if (x->type != DType::F32) fail("unary: '", x->name, "' must be F32");
+    Node n;
+    n.op = Op::UNARY;
+    n.src[0] = x;
+    n.params = UnaryParams{kind};
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::delta_net(Tensor* q, Tensor* k, Tensor* v, Tensor* g, Tensor* beta, Tensor* state, Tensor* seq,
+                         float q_scale) {
+    const int64_t dk = q->ne[0], nk = q->ne[1], T = q->ne[2], dv = v->ne[0], nv = v->ne[1];
+    for (const Tensor* t : {q, k, v, g, beta})
+        if (t->type != DType::F32 || t->ne[3] != 1) fail("delta_net: '", t->name, "' must be 3-D F32");
+    if (k->ne[0] != dk || k->ne[1] != nk || k->ne[2] != T || v->ne[2] != T)
+        fail("delta_net: q ", q->shape_str(), ", k ", k->shape_str(), " and v ", v->shape_str(), " do not match");
+    if (nk <= 0 || nv % nk) fail("delta_net: ", nv, " value heads are not a multiple of ", nk, " key heads");
+    if ((g->ne[0] != 1 && g->ne[0] != dk) || g->ne[1] != nv || g->ne[2] != T)
+        fail("delta_net: decay ", g->shape_str(), " is not [1 or ", dk, ", ", nv, ", ", T, "]");
+    if (beta->ne[0] != 1 || beta->ne[1] != nv || beta->ne[2] != T)
+        fail("delta_net: beta ", beta->shape_str(), " is not [1, ", nv, ", ", T, "]");
+    if (!state || state->type != DType::F32 || state->ne[0] != nv * dk * dv)
+        fail("delta_net: state ", state ? state->shape_str() : std::string("(none)"), " does not hold ", nv,
+             " matrices of ", dk, "x", dv);
+    if (!seq || seq->type != DType::I32 || seq->ne[0] != T) fail("delta_net: one I32 slot per token needed");
+    Node n;
+    n.op = Op::DELTA_NET;
+    n.src[DeltaNetArg::Q] = q;
+    n.src[DeltaNetArg::K] = k;
+    n.src[DeltaNetArg::V] = v;
+    n.src[DeltaNetArg::G] = g;
+    n.src[DeltaNetArg::BETA] = beta;
+    n.src[DeltaNetArg::STATE] = state;
+    n.src[DeltaNetArg::SEQ] = seq;
+    n.writes = 1u << DeltaNetArg::STATE;
+    n.params = DeltaNetParams{q_scale};
+    n.out = out_tensor(DType::F32, dv, nv, T);
+    return add_node(n);
+}
+
+Tensor* Graph::mul_bcast(Tensor* a, Tensor* b) {
+    for (int d = 0; d < 4; ++d)
+        if (b->ne[d] != 1 && b->ne[d] != a->ne[d])
+            fail("mul_bcast: ", b->shape_str(), " does not broadcast over ", a->shape_str());
+    if (a->type != DType::F32 || b->type != DType::F32) fail("mul_bcast: operands must be F32");
+    Node n;
+    n.op = Op::MUL_BCAST;
+    n.src[BinaryArg::A] = a;
+    n.src[BinaryArg::B] = b;
+    n.out = out_tensor(DType::F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::concat(Tensor* a, Tensor* b, int dim) {
+    if (dim < 0 || dim > 3) fail("concat: dim ", dim);
+    for (int d = 0; d < 4; ++d)
+        if (d != dim && a->ne[d] != b->ne[d])
+            fail("concat: ", a->shape_str(), " and ", b->shape_str(), " differ outside dim ", dim);
+    if (a->type != DType::F32 || b->type != DType::F32) fail("concat: operands must be F32");
+    int64_t ne[4] = {a->ne[0], a->ne[1], a->ne[2], a->ne[3]};
+    ne[dim] += b->ne[dim];
+    Node n;
+    n.op = Op::CONCAT;
+    n.src[BinaryArg::A] = a;
+    n.src[BinaryArg::B] = b;
+    n.params = ConcatParams{dim};
+    n.out = out_tensor(DType::F32, ne[0], ne[1], ne[2], ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::matmul_heads(Tensor* w, Tensor* x) {
+    if (w->ne[0] != x->ne[0] || w->ne[2] != x->ne[1] || x->ne[3] != 1)
+        fail("matmul_heads: '", w->name, "' ", w->shape_str(), " does not map ", x->shape_str(), " per head");
+    if (x->type != DType::F32) fail("matmul_heads: input must be F32");
+    Node n;
+    n.op = Op::MATMUL_HEADS;
+    n.src[MatmulArg::W] = w;
+    n.src[MatmulArg::X] = x;
+    n.out = out_tensor(DType::F32, w->ne[1], x->ne[1], x->ne[2]);
+    return add_node(n);
+}
+
+Tensor* Graph::res_mix(Tensor* stack, Tensor* cur, Tensor* w, float eps) {
+    if (!stack) return cur;
+    const int64_t E = cur->ne[0], T = cur->ne[1];
+    if (stack->ne[0] != E || stack->ne[2] != T || cur->ne[2] != 1 || w->ne[0] != E || w->type != DType::F32)
+        fail("res_mix: stack ", stack->shape_str(), ", current ", cur->shape_str(), " and weights ", w->shape_str(),
+             " do not fit");
+    Node n;
+    n.op = Op::RES_MIX;
+    n.src[ResMixArg::STACK] = stack;
+    n.src[ResMixArg::CUR] = cur;
+    n.src[ResMixArg::W] = w;
+    n.params = NormParams{eps};
+    n.out = out_tensor(DType::F32, E, T);
+    return add_node(n);
+}
+
+Tensor* Graph::situ(Tensor* gate, Tensor* up, float beta, float linear_beta) {
+    if (!(beta > 0) || !(linear_beta > 0)) fail("situ: betas must be positive");
+    Node n = glu_node(Op::SITU, gate, up);
+    n.params = GluParams{GluKind::SITU, beta, linear_beta, 0};
+    return add_node(n);
+}
+
+Tensor* Graph::moe_gather_weights(Tensor* probs, Tensor* ids, bool norm) {
+    if (probs->type != DType::F32 || ids->type != DType::I32 || ids->ne[1] != probs->ne[1])
+        fail("moe_gather_weights: ids ", ids->shape_str(), " for probabilities ", probs->shape_str());
+    Node n;
+    n.op = Op::MOE_GATHER_WEIGHTS;
+    n.src[MoeGatherArg::PROBS] = probs;
+    n.src[MoeGatherArg::IDS] = ids;
+    n.params = MoeParams{static_cast<int>(ids->ne[0]), norm};
+    n.out = out_tensor(DType::F32, ids->ne[0], ids->ne[1]);
+    return add_node(n);
+}
+
+Tensor* Graph::moe_experts_glu(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids,
+                               Tensor* weights, const GluParams& act) {
+    Tensor* out = moe_experts(x, gate_exps, up_exps, down_exps, ids, weights);  // the checks, then retyped
+    Node& n = nodes_.back();
+    n.op = Op::MOE_EXPERTS_GLU;
+    GluParams gp = act;
+    gp.n_used = static_cast<int>(ids->ne[0]);
+    n.params = gp;
+    return out;
 }
 
 }  // namespace glia

@@ -36,6 +36,16 @@ enum class Op : uint8_t {
     MOE_EXPERTS,  // sum over the selected experts of weight * SwiGLU expert(x)
     SHORTCONV,    // causal depthwise conv over time, state carried per sequence
     COPY,         // out = src on another device (inserted by the dispatcher)
+    ROPE_FREQS,   // ROPE with a per-pair frequency divisor (theta_i / freqs[i]; 1e30: not rotated)
+    UNARY,        // out = f(x) element-wise (silu, sigmoid, softplus); any strides in, contiguous out
+    DELTA_NET,    // gated delta rule over per-head state matrices, state carried per sequence
+    MUL_BCAST,    // out = a * b, b broadcast along every dim where it has one element
+    CONCAT,       // a and b joined along one dim (any strides in, contiguous out)
+    MATMUL_HEADS, // out[N, h, T] = W[K, N, h] . x[K, h, T]: one matrix per head
+    RES_MIX,      // softmax-weighted mix of saved residual streams and the current one
+    SITU,         // out = b tanh(g / b) sigmoid(g) * c tanh(u / c)
+    MOE_GATHER_WEIGHTS,  // the selected experts' given probabilities [n_used, T], optionally renormalised
+    MOE_EXPERTS_GLU,     // MOE_EXPERTS with a chosen gated activation (SWIGLU, GEGLU, SITU)
     COUNT
 };
 const char* op_name(Op op);        // "MATMUL"
@@ -64,7 +74,18 @@ struct MoeParams {
     int n_used = 0;
     bool norm_weights = true;
 };
-using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams>;
+enum class UnaryKind : uint8_t { SILU, SIGMOID, SOFTPLUS };
+struct UnaryParams { UnaryKind kind = UnaryKind::SILU; };
+struct DeltaNetParams { float q_scale = 1.0f; };
+struct ConcatParams { int dim = 0; };
+enum class GluKind : uint8_t { SWIGLU, GEGLU, SITU };
+struct GluParams {
+    GluKind kind = GluKind::SWIGLU;
+    float beta = 1.0f, linear_beta = 1.0f;  // SITU: b, c
+    int n_used = 0;                          // MOE_EXPERTS_GLU: experts per token
+};
+using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams,
+                              UnaryParams, DeltaNetParams, ConcatParams, GluParams>;
 
 // Operand names, per op (indices into Node::src).
 struct MatmulArg { enum : int { W, X }; };
@@ -82,6 +103,15 @@ struct MoeWeightsArg { enum : int { LOGITS, IDS }; };
 struct MoeExpertsArg { enum : int { X, GATE, UP, DOWN, IDS, WEIGHTS }; };
 // STATE: F32 [state_floats, n_slots] (written); SEQ: I32 slot per token.
 struct ShortconvArg { enum : int { X, KERNEL, STATE, SEQ }; };
+// FREQS: F32 [n_dims / 2] divisors of the pair angles.
+struct RopeFreqsArg { enum : int { X, POS, FREQS }; };
+// Q, K [dk, n_k_heads, T]; V [dv, n_v_heads, T] (value head h reads key head h % n_k_heads);
+// G: log-decay, [1 or dk, n_v_heads, T] (one per head, or one per key channel); BETA [1, n_v_heads, T];
+// STATE: F32 [n_v_heads * dk * dv, n_slots] (written), per head S[i][j] at (h * dk + i) * dv + j; SEQ as above.
+struct DeltaNetArg { enum : int { Q, K, V, G, BETA, STATE, SEQ }; };
+// STACK [E, n, T] saved streams, CUR [E, T], W [E] score weights (F32).
+struct ResMixArg { enum : int { STACK, CUR, W }; };
+struct MoeGatherArg { enum : int { PROBS, IDS }; };
 
 inline constexpr int kMaxOperands = 9;
 
@@ -141,6 +171,27 @@ public:
     // bx [C, T], kernel w [L, C] -> [C, T]; state [(L-1) * C, n_slots]; seq: I32 slot per token
     // (a sequence's tokens in order).
     Tensor* shortconv(Tensor* bx, Tensor* w, Tensor* state, Tensor* seq);
+    // rope with per-pair frequency divisors freqs [n_dims / 2] (F32).
+    Tensor* rope_freqs(Tensor* x, Tensor* pos, Tensor* freqs, const RopeParams& p);
+    Tensor* unary(Tensor* x, UnaryKind kind);
+    // Per value head, for each token of a sequence in order, with S [dk, dv] (S_0 = its state):
+    //   S = diag(exp(g)) S;  S += k (beta (v - S^T k))^T;  out = S^T q * q_scale.
+    Tensor* delta_net(Tensor* q, Tensor* k, Tensor* v, Tensor* g, Tensor* beta, Tensor* state, Tensor* seq,
+                      float q_scale);
+    Tensor* mul_bcast(Tensor* a, Tensor* b);
+    Tensor* concat(Tensor* a, Tensor* b, int dim);
+    // w [K, N, n_heads] (any weight type), x [K, n_heads, T] -> [N, n_heads, T].
+    Tensor* matmul_heads(Tensor* w, Tensor* x);
+    // Per token: scores s_j = sum(rmsnorm(c_j) * w) over the stack entries and cur,
+    // p = softmax(s), out = sum_j p_j c_j + p_cur cur (raw vectors). stack may be null
+    // (then out = cur, no node).
+    Tensor* res_mix(Tensor* stack, Tensor* cur, Tensor* w, float eps);
+    Tensor* situ(Tensor* gate, Tensor* up, float beta, float linear_beta);
+    // probs [n_exp, T], ids [n_used, T] -> probs of the ids [n_used, T], divided by their sum
+    // (at least 6.1e-5) when norm.
+    Tensor* moe_gather_weights(Tensor* probs, Tensor* ids, bool norm);
+    Tensor* moe_experts_glu(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids,
+                            Tensor* weights, const GluParams& act);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);

@@ -9,12 +9,16 @@ namespace glia {
 std::unique_ptr<Architecture> make_llama(WeightSet& w, const ModelProfile& p);
 std::unique_ptr<Architecture> make_gemma(WeightSet& w, const ModelProfile& p);
 std::unique_ptr<Architecture> make_lfm2(WeightSet& w, const ModelProfile& p);
+std::unique_ptr<Architecture> make_gemma4(WeightSet& w, const ModelProfile& p);
+std::unique_ptr<Architecture> make_qwen35(WeightSet& w, const ModelProfile& p);
+std::unique_ptr<Architecture> make_kimi_k3(WeightSet& w, const ModelProfile& p);
 
 const std::vector<ArchEntry>& architectures() {
     static const std::vector<ArchEntry> archs = {
         {"llama", make_llama},    {"qwen2", make_llama}, {"qwen3", make_llama},
         {"qwen3moe", make_llama}, {"phi3", make_llama},  {"gemma", make_gemma},
         {"gemma2", make_gemma},   {"gemma3", make_gemma}, {"lfm2", make_lfm2},
+        {"gemma4", make_gemma4},  {"qwen35", make_qwen35}, {"kimi-k3", make_kimi_k3},
     };
     return archs;
 }

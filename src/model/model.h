@@ -19,7 +19,9 @@ namespace glia {
 struct LayerState {
     Tensor* k = nullptr;     // F16 [n_kv_head * head_dim_k, n_cells]
     Tensor* v = nullptr;     // F16 [n_kv_head * head_dim_v, n_cells]
-    Tensor* conv = nullptr;  // F32 [(l_cache - 1) * n_embd, n_slots]
+    // Recurrent state, F32 [ModelProfile::recurrent_state_floats, n_slots]: conv taps and
+    // state matrices of each sequence (the family's graph takes views of its parts).
+    Tensor* conv = nullptr;
 };
 
 // A step's inputs: host I32 tensors filled by the runtime (checked there: token ids,

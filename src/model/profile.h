@@ -13,7 +13,7 @@ namespace glia::gguf { class File; }
 namespace glia {
 
 enum class LayerKind { ATTENTION, SLIDING_ATTENTION, RECURRENT };
-enum class Activation { SILU, GELU };
+enum class Activation { SILU, GELU, SITU };
 const char* layer_kind_name(LayerKind k);
 
 struct ModelProfile {
@@ -27,6 +27,10 @@ struct ModelProfile {
     std::vector<int> n_ff;      // per layer
     int head_dim_k = 0;
     int head_dim_v = 0;
+    // Sliding-window layers may have their own head sizes and RoPE dims (*_swa keys).
+    int head_dim_k_swa = 0;
+    int head_dim_v_swa = 0;
+    int rope_n_dims_swa = 0;
     int n_vocab = 0;
     int n_ctx_train = 0;
     float norm_eps = 1e-5f;
@@ -47,13 +51,48 @@ struct ModelProfile {
     float embed_scale = 1.0f;       // input embeddings multiplied by this
     Activation ffn_act = Activation::SILU;
     bool q_prescale = false;        // scale q by 1/sqrt(head_dim) after RoPE, softmax scale 1
+    float attn_scale = 0.0f;        // softmax scale of q.k (0: 1/sqrt(head_dim))
+    bool v_norm = false;            // V RMS-normalised per head (no weight) before the cache
+    bool k_as_v = false;            // a block without attn_v uses the raw K projection as V
     // Recurrent short-convolution layers (lfm2).
     int shortconv_l_cache = 0;
     // Any layer without KV heads (a recurrent layer) means the model cannot be split
     // across devices by layers.
     bool uniform_offload_required = false;
 
+    // Gated delta net (linear attention) blocks.
+    int ssm_conv_kernel = 0;        // causal conv taps
+    int ssm_d_state = 0;            // key / query head size
+    int ssm_n_group = 0;            // key / query heads
+    int ssm_dt_rank = 0;            // value heads
+    int ssm_d_inner = 0;            // value heads x value head size
+    // Kimi delta attention (KDA) blocks: per-channel decay, separate q/k/v convs.
+    int kda_head_dim = 0;
+    bool kda_gate_bounded = false;  // decay = lower_bound * sigmoid(...) (else softplus(...) * ssm_a)
+    float kda_gate_lower_bound = 0.0f;
+    // Multi-head latent attention: the cache holds [kv_lora_rank latent, rope part] per
+    // token; V is the latent (the first kv_lora_rank values of the K cache row).
+    int mla_kv_lora_rank = 0;
+    int mla_head_dim_k = 0;         // q.k head size (nope + rope part)
+    int mla_head_dim_v = 0;         // per-head output of attn_v_b
+    int mla_rope_dims = 0;          // rope part of q and of the cached key
+    // MoE extras.
+    int n_expert_shared = 0;
+    int n_layer_dense_lead = 0;     // leading blocks with a dense FFN
+    int n_expert_latent = 0;        // routed experts' width (0: n_embd)
+    bool moe_sigmoid = false;       // sigmoid router (expert_gating_func 2), selection bias
+    float moe_weights_scale = 1.0f;
+    float situ_beta = 0.0f, situ_linear_beta = 0.0f;
+    // Cross-layer residual mixing: every block_size-th block saves its input stream.
+    int attn_res_block_size = 0;
+    // Floats of recurrent state per sequence of a recurrent layer (conv taps and state
+    // matrices together; 0: none).
+    int64_t recurrent_state_floats = 0;
+
     int n_head_kv_max() const;
+    bool sliding(int il) const { return layer_kind[il] == LayerKind::SLIDING_ATTENTION; }
+    int head_dim_k_of(int il) const { return sliding(il) && head_dim_k_swa > 0 ? head_dim_k_swa : head_dim_k; }
+    int head_dim_v_of(int il) const { return sliding(il) && head_dim_v_swa > 0 ? head_dim_v_swa : head_dim_v; }
 };
 
 // Derives the profile; throws glia::Error naming the key that is missing or invalid.

@@ -27,6 +27,14 @@ struct LayerWeights {
     Tensor *post_ffn_norm = nullptr;
     // short-convolution recurrent block
     Tensor *conv_in = nullptr, *conv_kernel = nullptr, *conv_out = nullptr;
+    // attention extras: RoPE frequency factors, an output gate stacked in attn_q (per head:
+    // query, then gate), and a constant that scales the block's output (0: none)
+    Tensor *rope_freqs = nullptr;
+    bool q_gated = false;
+    float out_scale = 0.0f;
+    // gated delta net block (wqkv: q, k, v channels; conv_kernel: their causal conv)
+    Tensor *ssm_gate = nullptr, *ssm_dt_bias = nullptr, *ssm_a = nullptr, *ssm_beta = nullptr, *ssm_alpha = nullptr;
+    Tensor *ssm_norm = nullptr, *ssm_out = nullptr;
 };
 
 class WeightSet {

@@ -106,12 +106,16 @@ void Runner::place_state() {
     };
     for (int il = 0; il < p.n_layer; ++il) {
         const std::string blk = "blk." + std::to_string(il);
-        if (p.n_head_kv[il] > 0) {
-            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_k, n_cells, blk + ".k_pages");
-            state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * p.head_dim_v, n_cells, blk + ".v_pages");
-        } else if (p.layer_kind[il] == LayerKind::RECURRENT && p.shortconv_l_cache > 1) {
-            state_[il].conv =
-                state_tensor(DType::F32, int64_t(p.shortconv_l_cache - 1) * p.n_embd, n_slots, blk + ".conv_state");
+        if (p.layer_kind[il] == LayerKind::RECURRENT) {
+            // Conv taps and state matrices of a sequence, one row per slot.
+            if (p.recurrent_state_floats > 0)
+                state_[il].conv = state_tensor(DType::F32, p.recurrent_state_floats, n_slots, blk + ".recurrent_state");
+        } else if (p.n_head_kv[il] > 0) {
+            const int64_t hk = p.head_dim_k_of(il), hv = p.head_dim_v_of(il);
+            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hk, n_cells, blk + ".k_pages");
+            // Latent attention caches one vector a token: V is a view of the K pages.
+            if (p.mla_kv_lora_rank == 0)
+                state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
         }
     }
     // Probe: which device can run each layer's stateful op.
@@ -127,11 +131,13 @@ void Runner::place_state() {
         f.state = &state_;
         model_.forward(probe.g, f);
     }
+    // A layer's state may be written by several ops (a recurrent block's convs and state
+    // matrices): it stays on the layer's device only if that device runs all of them.
     for (const Node& n : probe.g.nodes()) {
         if (!n.writes || n.layer < 0) continue;
         int d = opt_.placement.layer[n.layer];
         if (d != 0 && (dispatcher_->forced_cpu(n.op) || !backends_[d]->supports(n))) d = 0;
-        state_dev_[n.layer] = d;
+        state_dev_[n.layer] = state_dev_[n.layer] == 0 ? 0 : d;
     }
     for (int il = 0; il < p.n_layer; ++il) {
         for (Tensor* t : {state_[il].k, state_[il].v, state_[il].conv}) {
@@ -176,7 +182,8 @@ void Runner::validate(const StepInputs& in) const {
         fail("forced routing gives ", in.forced_experts.size(), " layers, the model has ", p.n_layer);
     for (size_t il = 0; il < in.forced_experts.size(); ++il) {
         const int32_t* f = in.forced_experts[il];
-        if (!f && p.n_expert > 0) fail("forced routing gives no experts for layer ", il);
+        if (!f && p.n_expert > 0 && static_cast<int>(il) >= p.n_layer_dense_lead)
+            fail("forced routing gives no experts for layer ", il);
         if (!f) continue;
         for (int i = 0; i < p.n_expert_used * in.n_tokens; ++i)
             if (f[i] < 0 || f[i] >= p.n_expert) fail("forced expert id ", f[i], " outside the ", p.n_expert, " experts");

@@ -66,6 +66,68 @@ TEST(OpCheck, RopeAndAttention) {
     }
 }
 
+TEST(OpCheck, RopeWithFrequencyFactors) {
+    for (bool neox : {false, true}) {
+        OpSpec s = spec(Op::ROPE_FREQS, 0, 0, 5);
+        s.neox = neox;
+        s.head_dim = 128;
+        s.n_past = 300;
+        expect_ok(s);
+    }
+}
+
+TEST(OpCheck, UnaryFunctions) {
+    for (UnaryKind k : {UnaryKind::SILU, UnaryKind::SIGMOID, UnaryKind::SOFTPLUS})
+        for (int64_t T : {1, 7}) {
+            OpSpec s = spec(Op::UNARY, 300, 0, T);
+            s.kind = int(k);
+            expect_ok(s);
+        }
+}
+
+// Per-head and per-channel decays; one token, a prompt, and two interleaved sequences.
+TEST(OpCheck, DeltaRule) {
+    for (int kind : {0, 1})
+        for (int64_t T : {1, 2, 9}) {
+            OpSpec s = spec(Op::DELTA_NET, 0, 0, T);
+            s.kind = kind;
+            s.head_dim = 32;
+            s.n_head = 4;
+            s.n_kv_head = kind == 1 ? 4 : 2;
+            expect_ok(s);
+        }
+}
+
+// The ops of the KDA / MLA / latent-MoE family.
+TEST(OpCheck, BroadcastConcatHeadsAndMixing) {
+    for (int64_t T : {1, 5}) {
+        expect_ok(spec(Op::MUL_BCAST, 64, 0, T));
+        for (int dim : {0, 1}) {
+            OpSpec s = spec(Op::CONCAT, 256, 0, T);
+            s.kind = dim;
+            expect_ok(s);
+        }
+        for (DType t : {DType::F16, DType::Q8_0, DType::Q5_0, DType::Q4_K}) {
+            const bool k_quant = t == DType::Q4_K;
+            expect_ok(spec(Op::MATMUL_HEADS, k_quant ? 256 : 64, 128, T, t));
+        }
+        for (int saved : {1, 3}) {
+            OpSpec s = spec(Op::RES_MIX, 256, 0, T);
+            s.kind = saved;
+            expect_ok(s);
+        }
+        expect_ok(spec(Op::SITU, 300, 0, T));
+        OpSpec g = spec(Op::MOE_GATHER_WEIGHTS, 0, 0, T);
+        g.n_expert = 4;
+        expect_ok(g);
+        for (DType t : {DType::F16, DType::Q8_0, DType::Q5_0}) {
+            OpSpec e = spec(Op::MOE_EXPERTS_GLU, 128, 256, T, t);
+            e.n_expert = 4;
+            expect_ok(e);
+        }
+    }
+}
+
 TEST(OpCheck, MixtureOfExperts) {
     for (int64_t T : {1, 6}) {
         OpSpec s = spec(Op::MOE_TOPK, 0, 0, T);

@@ -152,7 +152,8 @@ TEST(GoldenData, CoversEverySupportedFamily) {
         ++per_family[fam];
     }
     EXPECT_EQ(per_family["llama"], 19u * 6u) << "4 stories260K + 15 tiny-llama models x 6 prompts under " << shared_dir();
-    for (const char* fam : {"qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "lfm2"})
+    for (const char* fam :
+         {"qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "lfm2", "gemma4", "qwen35", "kimi-k3"})
         EXPECT_EQ(per_family[fam], 3u * 6u) << fam << ": F16, Q8_0 and Q4_K_M x 6 prompts";
 }
 

@@ -25,6 +25,19 @@ gguf::Value int_array(const std::vector<int>& v) {
     return a;
 }
 
+gguf::Value bool_array(const std::vector<bool>& v) {
+    gguf::Value a;
+    a.type = gguf::ValueType::ARRAY;
+    a.elem_type = gguf::ValueType::BOOL;
+    for (bool x : v) {
+        gguf::Value e;
+        e.type = gguf::ValueType::BOOL;
+        e.u = x;
+        a.arr.push_back(e);
+    }
+    return a;
+}
+
 std::unique_ptr<gguf::File> make_file(const std::string& arch, const gguf::Value* kv_heads_array, int kv_heads_scalar,
                                       void (*extra)(gguf::Writer&) = nullptr) {
     gguf::Writer w;
@@ -102,6 +115,67 @@ TEST(Profile, SlidingWindowPatternFromMetadata) {
     EXPECT_FLOAT_EQ(p.rope_base_swa, 10000.0f);
 }
 
+// The layer kinds come from the file's per-layer arrays, whatever the architecture is called.
+TEST(Profile, BoolArraysNameSlidingAndRecurrentLayers) {
+    auto f = make_file("some-new-arch", nullptr, 2, [](gguf::Writer& w) {
+        w.set_u32("some-new-arch.attention.sliding_window", 64);
+        w.set("some-new-arch.attention.sliding_window_pattern", bool_array({false, true, false}));
+    });
+    ModelProfile p = derive_profile(*f);
+    EXPECT_EQ(p.layer_kind, (std::vector<LayerKind>{LayerKind::ATTENTION, LayerKind::SLIDING_ATTENTION,
+                                                    LayerKind::ATTENTION}));
+    EXPECT_FALSE(p.uniform_offload_required);
+
+    auto r = make_file("some-new-arch", nullptr, 2, [](gguf::Writer& w) {
+        w.set("some-new-arch.attention.recurrent_layers", bool_array({true, false, true}));
+    });
+    p = derive_profile(*r);
+    EXPECT_EQ(p.layer_kind,
+              (std::vector<LayerKind>{LayerKind::RECURRENT, LayerKind::ATTENTION, LayerKind::RECURRENT}));
+    EXPECT_TRUE(p.uniform_offload_required) << "a scalar head_count_kv does not hide recurrent layers";
+
+    auto bad = make_file("some-new-arch", nullptr, 2, [](gguf::Writer& w) {
+        w.set("some-new-arch.attention.recurrent_layers", bool_array({true, false}));
+    });
+    try {
+        derive_profile(*bad);
+        FAIL() << "a 2-entry array for 3 layers must be refused";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("recurrent_layers"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Profile, Gemma4LayerKindsHeadSizesAndRope) {
+    auto f = gguf::File::open(test::shared_dir() + "/models/tiny-gemma4-f16.gguf");
+    ModelProfile p = derive_profile(*f);
+    EXPECT_EQ(p.layer_kind, (std::vector<LayerKind>{LayerKind::SLIDING_ATTENTION, LayerKind::SLIDING_ATTENTION,
+                                                    LayerKind::ATTENTION, LayerKind::SLIDING_ATTENTION}));
+    EXPECT_FALSE(p.uniform_offload_required);
+    EXPECT_EQ(p.n_head_kv, (std::vector<int>{2, 2, 1, 2}));
+    EXPECT_EQ(p.head_dim_k_of(0), 64);
+    EXPECT_EQ(p.head_dim_k_of(2), 128);
+    EXPECT_EQ(p.head_dim_v_of(2), 128);
+    EXPECT_EQ(p.rope.n_dims, 128);
+    EXPECT_EQ(p.rope_n_dims_swa, 64);
+    EXPECT_FLOAT_EQ(p.rope.freq_base, 1e6f);
+    EXPECT_FLOAT_EQ(p.rope_base_swa, 1e4f);
+    EXPECT_FLOAT_EQ(p.attn_scale, 1.0f);
+    EXPECT_FLOAT_EQ(p.final_softcap, 10.0f);
+    EXPECT_EQ(p.recurrent_state_floats, 0);
+}
+
+TEST(Profile, Qwen35HybridFromRecurrentLayersArray) {
+    auto f = gguf::File::open(test::shared_dir() + "/models/tiny-qwen35-q8_0.gguf");
+    ModelProfile p = derive_profile(*f);
+    EXPECT_EQ(p.layer_kind,
+              (std::vector<LayerKind>{LayerKind::RECURRENT, LayerKind::RECURRENT, LayerKind::ATTENTION}));
+    EXPECT_TRUE(p.uniform_offload_required);
+    EXPECT_EQ(p.rope.n_dims, 16);
+    EXPECT_EQ(p.rope.type, RopeType::NEOX);
+    // Conv taps of q, k, v (3 x 512) and four 64 x 64 matrices.
+    EXPECT_EQ(p.recurrent_state_floats, 3 * 512 + 4 * 64 * 64);
+}
+
 TEST(Profile, SharedModelsDeriveTheirFeatures) {
     const std::string dir = test::shared_dir() + "/models/";
     {
@@ -132,13 +206,42 @@ TEST(Profile, SharedModelsDeriveTheirFeatures) {
 }
 
 TEST(Model, UnsupportedArchitectureFailsAtLoadNamingTheSupportedList) {
-    const std::string path = test::shared_dir() + "/models/tiny-kimi-k3-f16.gguf";
+    gguf::Writer w;
+    w.set_str("general.architecture", "mamba-next");
+    w.set_u32("mamba-next.block_count", 2);
+    w.set_u32("mamba-next.embedding_length", 64);
+    w.set_u32("mamba-next.attention.head_count", 4);
+    const std::string path = testing::TempDir() + "/unsupported_arch.gguf";
+    w.write(path);
     try {
         Model::load(path);
         FAIL() << "expected an error";
     } catch (const Error& e) {
         const std::string msg = e.what();
-        EXPECT_NE(msg.find("kimi-k3"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("mamba-next"), std::string::npos) << msg;
         EXPECT_NE(msg.find("supported: llama"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("kimi-k3"), std::string::npos) << msg;
     }
+}
+
+TEST(Profile, KimiK3KdaMlaAndLatentMoe) {
+    auto f = gguf::File::open(test::shared_dir() + "/models/tiny-kimi-k3-q4_k_m.gguf");
+    ModelProfile p = derive_profile(*f);
+    EXPECT_EQ(p.layer_kind,
+              (std::vector<LayerKind>{LayerKind::RECURRENT, LayerKind::RECURRENT, LayerKind::ATTENTION}));
+    EXPECT_TRUE(p.uniform_offload_required);
+    EXPECT_EQ(p.mla_kv_lora_rank, 256);
+    EXPECT_EQ(p.head_dim_k, 320) << "the cache row: latent and rope part";
+    EXPECT_EQ(p.mla_head_dim_k, 128);
+    EXPECT_EQ(p.mla_head_dim_v, 64);
+    EXPECT_TRUE(p.kda_gate_bounded);
+    EXPECT_FLOAT_EQ(p.kda_gate_lower_bound, -5.0f);
+    // Three conv tap sets (3 x 256 channels) and four 64 x 64 matrices.
+    EXPECT_EQ(p.recurrent_state_floats, 3 * 3 * 256 + 4 * 64 * 64);
+    EXPECT_TRUE(p.moe_sigmoid);
+    EXPECT_FLOAT_EQ(p.moe_weights_scale, 2.5f);
+    EXPECT_EQ(p.n_expert_latent, 128);
+    EXPECT_EQ(p.n_layer_dense_lead, 1);
+    EXPECT_EQ(p.ffn_act, Activation::SITU);
+    EXPECT_EQ(p.attn_res_block_size, 2);
 }

@@ -49,6 +49,22 @@ bool CpuBackend::supports(const Node& n) const {
                    has_dot(s[MoeExpertsArg::UP]) && has_dot(s[MoeExpertsArg::DOWN]);
         case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
         case Op::COPY: return s[0] && s[0]->type == n.out->type;
+        case Op::ROPE_FREQS:
+            return is(s[0], DType::F32) && is(s[1], DType::I32) && is(s[2], DType::F32) &&
+                   (n.p<RopeParams>().type == RopeType::NORMAL || n.p<RopeParams>().type == RopeType::NEOX);
+        case Op::UNARY: return is(s[0], DType::F32);
+        case Op::DELTA_NET:
+            for (int i = DeltaNetArg::Q; i <= DeltaNetArg::STATE; ++i)
+                if (!is(s[i], DType::F32)) return false;
+            return is(s[DeltaNetArg::SEQ], DType::I32);
+        case Op::MUL_BCAST: case Op::CONCAT: return is(s[0], DType::F32) && is(s[1], DType::F32);
+        case Op::MATMUL_HEADS: return has_dot(s[0]) && is(s[1], DType::F32);
+        case Op::RES_MIX: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
+        case Op::SITU: return is(s[0], DType::F32) && is(s[1], DType::F32);
+        case Op::MOE_GATHER_WEIGHTS: return is(s[0], DType::F32) && is(s[1], DType::I32);
+        case Op::MOE_EXPERTS_GLU:
+            return n.p<GluParams>().kind != GluKind::GEGLU && is(s[MoeExpertsArg::X], DType::F32) &&
+                   has_dot(s[MoeExpertsArg::GATE]) && has_dot(s[MoeExpertsArg::UP]) && has_dot(s[MoeExpertsArg::DOWN]);
         case Op::NONE: case Op::COUNT: break;
     }
     return false;
@@ -134,6 +150,16 @@ void CpuBackend::run(const Node& n) {
         case Op::MOE_EXPERTS: op_moe_experts(n, pool_); break;
         case Op::SHORTCONV: op_shortconv(n); break;
         case Op::COPY: copy_strided(*n.src[0], *n.out); break;
+        case Op::ROPE_FREQS: op_rope_freqs(n, pool_); break;
+        case Op::UNARY: op_unary(n, pool_); break;
+        case Op::DELTA_NET: op_delta_net(n, pool_); break;
+        case Op::MUL_BCAST: op_mul_bcast(n, pool_); break;
+        case Op::CONCAT: op_concat(n, pool_); break;
+        case Op::MATMUL_HEADS: op_matmul_heads(n, pool_); break;
+        case Op::RES_MIX: op_res_mix(n, pool_); break;
+        case Op::SITU: op_situ(n, pool_); break;
+        case Op::MOE_GATHER_WEIGHTS: op_moe_gather_weights(n, pool_); break;
+        case Op::MOE_EXPERTS_GLU: op_moe_experts_glu(n, pool_); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");
     }
 }

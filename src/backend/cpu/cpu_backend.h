@@ -85,5 +85,17 @@ void op_moe_topk(const Node& n, ThreadPool& pool);
 void op_moe_weights(const Node& n, ThreadPool& pool);
 void op_moe_experts(const Node& n, ThreadPool& pool);
 void op_shortconv(const Node& n);
+void op_rope_freqs(const Node& n, ThreadPool& pool);
+void op_unary(const Node& n, ThreadPool& pool);
+void op_delta_net(const Node& n, ThreadPool& pool);
+void op_mul_bcast(const Node& n, ThreadPool& pool);
+void op_concat(const Node& n, ThreadPool& pool);
+void op_res_mix(const Node& n, ThreadPool& pool);
+void op_situ(const Node& n, ThreadPool& pool);
+void op_moe_experts_glu(const Node& n, ThreadPool& pool);
+void op_moe_gather_weights(const Node& n, ThreadPool& pool);
+void op_matmul_heads(const Node& n, ThreadPool& pool);
+// beta tanh(g / beta) sigmoid(g) * linear_beta tanh(u / linear_beta), as the reference rounds it.
+float situ_value(float g, float u, float beta, float linear_beta);
 
 }  // namespace glia::cpu

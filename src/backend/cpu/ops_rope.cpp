@@ -1,5 +1,7 @@
 // ROPE: rotary position embedding. theta_i = pos * base^(-2i/n_dims), computed by
 // repeated multiplication in float as the reference does (keeps long positions close).
+// ROPE_FREQS: the same with theta_i divided by a per-pair factor (partial "proportional"
+// RoPE stores 1e30 for the pairs it leaves alone: their angle is 0).
 #include <cmath>
 #include <vector>
 
@@ -7,7 +9,9 @@
 
 namespace glia::cpu {
 
-void op_rope(const Node& n, ThreadPool& pool) {
+namespace {
+
+void rope_impl(const Node& n, ThreadPool& pool, const float* freqs) {
     const Tensor& x = *n.src[0];
     const int32_t* pos = n.src[1]->ptr<int32_t>();
     Tensor& out = *n.out;
@@ -21,7 +25,7 @@ void op_rope(const Node& n, ThreadPool& pool) {
         for (int64_t t = t_begin; t < t_end; ++t) {
             float theta = static_cast<float>(pos[t]);
             for (int i0 = 0; i0 < nd; i0 += 2) {
-                const float th = theta * p.freq_scale;
+                const float th = freqs ? p.freq_scale * (theta / freqs[i0 / 2]) : theta * p.freq_scale;
                 cs[i0] = std::cos(th);
                 cs[i0 + 1] = std::sin(th);
                 theta *= theta_scale;
@@ -41,6 +45,14 @@ void op_rope(const Node& n, ThreadPool& pool) {
             }
         }
     });
+}
+
+}  // namespace
+
+void op_rope(const Node& n, ThreadPool& pool) { rope_impl(n, pool, nullptr); }
+
+void op_rope_freqs(const Node& n, ThreadPool& pool) {
+    rope_impl(n, pool, n.src[RopeFreqsArg::FREQS]->ptr<float>());
 }
 
 }  // namespace glia::cpu
