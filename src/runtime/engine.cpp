@@ -34,6 +34,8 @@ struct Sequence {
     std::vector<int32_t> history;  // prompt + generated
     int slot = -1;                 // KV / recurrent-state slot
     int n_prompt_done = 0;         // prompt tokens already in the cache
+    int n_written = 0;             // positions whose K/V (and state) are computed
+    int n_reused = 0;              // prompt tokens shared from the prefix cache
     int n_generated = 0;
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
@@ -56,6 +58,8 @@ struct Engine::Impl {
     uint64_t next_id = 1;
     bool stop = false;
     EngineStats st;
+    bool recurrent = false;             // the model has per-slot recurrent state
+    std::vector<uint8_t> state_buf;     // a slot's recurrent state (checkpoints)
     std::thread thread;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
@@ -70,6 +74,7 @@ struct Engine::Impl {
         runner = std::make_unique<Runner>(m, ro);
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();
+        recurrent = runner->slot_state_bytes() > 0;
         thread = std::thread([this] { loop(); });
     }
 
@@ -92,6 +97,7 @@ struct Engine::Impl {
         ev.error = err;
         ev.n_prompt = static_cast<int>(s.req.prompt.size());
         ev.n_generated = s.n_generated;
+        ev.n_cached = s.n_reused;
         s.cb(ev);
     }
 
@@ -103,9 +109,26 @@ struct Engine::Impl {
             const int need = static_cast<int>(s.req.prompt.size()) + s.req.max_tokens;
             const int slot = free_slots.back();
             runner->reset_slot(slot);
-            if (!runner->pages().reserve(slot, need)) break;  // wait for blocks to free up
+            PageTable& pages = runner->pages();
+            // The longest cached prefix, leaving at least the last prompt token to compute
+            // (its logits start the reply, and a shared page is never written).
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            const bool cache = opt.prefix_cache && s.req.prefix_cache;
+            const int shared = cache ? pages.share_prefix(slot, s.req.prompt.data(), n_prompt - 1, recurrent) : 0;
+            if (!pages.reserve(slot, need)) {  // wait for blocks to free up
+                pages.release(slot);
+                break;
+            }
+            if (shared > 0 && recurrent) runner->load_slot_state(slot, *pages.checkpoint_before(slot, shared));
             free_slots.pop_back();
             s.slot = slot;
+            s.n_prompt_done = s.n_written = s.n_reused = shared;
+            if (cache) {
+                ++st.prefix_lookups;
+                st.prefix_hits += shared > 0;
+                st.prefix_tokens_total += n_prompt;
+                st.prefix_tokens_reused += shared;
+            }
             running.push_back(std::move(waiting.front()));
             waiting.pop_front();
         }
@@ -156,7 +179,7 @@ struct Engine::Impl {
                 admit();
                 st.running = static_cast<int>(running.size());
                 st.waiting = static_cast<int>(waiting.size());
-                st.kv_blocks_used = runner->pages().pages_used();
+                update_block_stats();
                 if (running.empty()) continue;
             }
             step(window_tokens);
@@ -179,7 +202,8 @@ struct Engine::Impl {
             Sequence& s = *up;
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             if (s.n_prompt_done < n_prompt) {
-                const int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+                int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+                if (recurrent && opt.prefix_cache) n = chunk_to_boundary(s.n_prompt_done, n, n_prompt);
                 for (int i = 0; i < n; ++i) {
                     tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
                     pos.push_back(s.n_prompt_done + i);
@@ -225,6 +249,7 @@ struct Engine::Impl {
         }
         const int V = model.profile().n_vocab;
         std::lock_guard<std::mutex> lk(mu);
+        publish();
         for (size_t i = 0; i < out_seq.size(); ++i) {
             Sequence& s = *out_seq[i];
             if (s.cancelled) continue;
@@ -234,6 +259,7 @@ struct Engine::Impl {
             ev.request_id = s.id;
             ev.token = tok;
             ev.n_prompt = static_cast<int>(s.req.prompt.size());
+            ev.n_cached = s.n_reused;
             if (s.req.logprobs || s.req.top_logprobs > 0) fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
             s.history.push_back(tok);
             s.next = tok;
@@ -266,8 +292,45 @@ struct Engine::Impl {
                 ++it;
             }
         }
-        st.kv_blocks_used = runner->pages().pages_used();
+        update_block_stats();
         st.running = static_cast<int>(running.size());
+    }
+
+    void update_block_stats() {
+        const PageTable& pages = runner->pages();
+        st.kv_blocks_used = pages.pages_used();
+        st.kv_blocks_cached = pages.pages_cached();
+        st.prefix_evictions = pages.evictions();
+    }
+
+    // For models with recurrent state a prompt chunk ends on a page boundary where it can
+    // (a checkpoint is only possible there): before the prompt's last whole page, and at
+    // whole pages when the chunk is cut short anyway.
+    int chunk_to_boundary(int done, int n, int n_prompt) const {
+        const int bs = runner->pages().block_size();
+        const int end = done + n;
+        const int last_full = n_prompt / bs * bs;
+        if (end == n_prompt) return last_full > done && last_full < end ? last_full - done : n;
+        const int aligned = end / bs * bs;
+        return aligned > done ? aligned - done : n;
+    }
+
+    // After a step: every sequence's newly written whole pages become findable by their
+    // prefix (with the recurrent state at the page boundary when the step ended there).
+    void publish() {
+        if (!opt.prefix_cache) return;
+        PageTable& pages = runner->pages();
+        const int bs = pages.block_size();
+        for (auto& up : running) {
+            Sequence& s = *up;
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            s.n_written = s.n_prompt_done < n_prompt || s.n_generated == 0 ? s.n_prompt_done
+                                                                             : static_cast<int>(s.history.size());
+            if (!s.req.prefix_cache) continue;
+            const bool boundary = s.n_written % bs == 0 && s.n_written > 0;
+            if (recurrent && boundary) runner->save_slot_state(s.slot, state_buf);
+            pages.publish(s.slot, s.history.data(), s.n_written, recurrent && boundary ? &state_buf : nullptr);
+        }
     }
 
     static void fill_logprobs(const float* l, int V, int32_t tok, int top, TokenEvent& ev) {

@@ -156,6 +156,49 @@ void Runner::reset_slot(int slot) {
         if (Tensor* c = state_[il].conv) backends_[state_dev_[il]]->zero(c->row(slot), c->nb[1]);
 }
 
+size_t Runner::slot_state_bytes() const {
+    size_t n = 0;
+    for (const LayerState& ls : state_)
+        if (ls.conv) n += ls.conv->nb[1];
+    return n;
+}
+
+// The rows are copied through the backend that holds them (host memory on the CPU).
+void Runner::save_slot_state(int slot, std::vector<uint8_t>& out) {
+    out.resize(slot_state_bytes());
+    size_t off = 0;
+    for (size_t il = 0; il < state_.size(); ++il) {
+        const Tensor* c = state_[il].conv;
+        if (!c) continue;
+        Tensor src = Tensor::make(c->type, c->ne[0]);
+        src.data = c->row(slot);
+        src.device = c->device;
+        Tensor dst = Tensor::make(c->type, c->ne[0]);
+        dst.data = out.data() + off;
+        backends_[state_dev_[il]]->copy(src, dst);
+        backends_[state_dev_[il]]->synchronize();
+        off += c->nb[1];
+    }
+}
+
+void Runner::load_slot_state(int slot, const std::vector<uint8_t>& in) {
+    if (in.size() != slot_state_bytes())
+        fail("slot state of ", in.size(), " bytes, the model's is ", slot_state_bytes());
+    size_t off = 0;
+    for (size_t il = 0; il < state_.size(); ++il) {
+        Tensor* c = state_[il].conv;
+        if (!c) continue;
+        Tensor src = Tensor::make(c->type, c->ne[0]);
+        src.data = const_cast<uint8_t*>(in.data() + off);
+        Tensor dst = Tensor::make(c->type, c->ne[0]);
+        dst.data = c->row(slot);
+        dst.device = c->device;
+        backends_[state_dev_[il]]->copy(src, dst);
+        backends_[state_dev_[il]]->synchronize();
+        off += c->nb[1];
+    }
+}
+
 void Runner::validate(const StepInputs& in) const {
     const ModelProfile& p = model_.profile();
     if (in.n_tokens <= 0) fail("a step needs at least one token");

@@ -64,6 +64,13 @@ public:
     // Frees a slot's pages and zeroes its recurrent state (a new sequence starts there).
     void reset_slot(int slot);
 
+    // A slot's recurrent state (every layer's per-slot state rows, in layer order) as host
+    // bytes, so the prefix cache can checkpoint it at page boundaries and restore it into
+    // another slot. 0 bytes for models without recurrent layers.
+    size_t slot_state_bytes() const;
+    void save_slot_state(int slot, std::vector<uint8_t>& out);
+    void load_slot_state(int slot, const std::vector<uint8_t>& in);
+
     // Checks the inputs (token ids, slots, positions inside the slot's reserved pages,
     // forced expert ids), runs one forward pass and returns the logits, n_vocab floats per
     // output row, in host memory valid until the next forward().

@@ -282,7 +282,8 @@ std::string plain_chat_prompt(const json& messages) {
 json usage_json(const Usage& u) {
     return json{{"prompt_tokens", u.prompt_tokens},
                 {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 static json bytes_of(const std::string& s) {

@@ -72,6 +72,7 @@ struct TokenLogprob {
 
 struct Usage {
     int prompt_tokens = 0, completion_tokens = 0;
+    int cached_tokens = 0;  // prompt tokens taken from the prefix cache (prompt_tokens_details)
 };
 json usage_json(const Usage& u);
 

@@ -306,6 +306,18 @@ struct HttpServer::Impl {
                s.decode_tokens_per_second);
         metric("glia_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", s.kv_blocks_used);
         metric("glia_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.", s.kv_blocks_total);
+        metric("glia_kv_cache_blocks_cached", "gauge", "KV-cache blocks held by no request, kept for prefix reuse.",
+               s.kv_blocks_cached);
+        metric("glia_prefix_cache_requests_total", "counter", "Requests that looked up the prefix cache.",
+               s.prefix_lookups);
+        metric("glia_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.", s.prefix_hits);
+        metric("glia_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of the requests that looked up the cache.",
+               s.prefix_tokens_total);
+        metric("glia_prefix_cache_reused_tokens_total", "counter", "Prompt tokens taken from the cache, not computed.",
+               s.prefix_tokens_reused);
+        metric("glia_prefix_cache_hit_rate", "gauge", "Reused prompt tokens over all looked-up prompt tokens.",
+               s.prefix_tokens_total ? double(s.prefix_tokens_reused) / double(s.prefix_tokens_total) : 0.0);
+        metric("glia_prefix_cache_evictions_total", "counter", "Cached blocks evicted to make room.", s.prefix_evictions);
         metric("glia_http_connections_open", "gauge", "HTTP connections being served.", http.open_connections());
         metric("glia_http_connections_refused_total", "counter",
                "HTTP connections answered 503 at once (over --max-connections).", http.refused_connections());
@@ -516,6 +528,7 @@ struct HttpServer::Impl {
         Clock::time_point deadline;
         bool finished = false;  // the engine's last event was seen, or we cancelled
         int n_generated = 0;
+        int n_cached = 0;                     // prompt tokens the prefix cache gave
         const char* finish_reason = nullptr;  // set when the request ended well
         std::optional<ApiError> error;        // ... or this, when it did not
         std::vector<TokenLogprob> all_lp;     // whole responses: every token's
@@ -595,6 +608,7 @@ struct HttpServer::Impl {
                     }
                 }
                 n_generated = std::max(n_generated, ev.n_generated);
+                n_cached = ev.n_cached;
                 if (ev.done) {
                     finished = true;
                     if (ev.finish == FinishReason::STOP) finish_reason = "stop";
@@ -629,7 +643,7 @@ struct HttpServer::Impl {
         }
 
         json whole() const {
-            const Usage usage{n_prompt, n_generated};
+            const Usage usage{n_prompt, n_generated, n_cached};
             const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
             return job.endpoint == Endpoint::CHAT
                        ? chat_response(rid, text.text(), finish_reason, lp, usage)
@@ -675,7 +689,7 @@ struct HttpServer::Impl {
             const json empty = json::object();
             if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
             else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
-            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated}));
+            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated, n_cached}));
             if (ok) ok = write(sink, "data: [DONE]\n\n");
             if (ok) sink.done();
             return ok;
