@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "core/error.h"
+#include "grammar/token_mask.h"
 #include "model/model.h"
 #include "runtime/runner.h"
 #include "tokenizer/vocab.h"
@@ -31,6 +33,7 @@ struct Sequence {
     GenerationRequest req;
     TokenCallback cb;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<grammar::Matcher> matcher;  // structured output
     std::vector<int32_t> history;  // prompt + generated
     int slot = -1;                 // KV / recurrent-state slot
     int n_prompt_done = 0;         // prompt tokens already in the cache
@@ -60,6 +63,12 @@ struct Engine::Impl {
     EngineStats st;
     bool recurrent = false;             // the model has per-slot recurrent state
     std::vector<uint8_t> state_buf;     // a slot's recurrent state (checkpoints)
+    // Structured output: the vocabulary's trie (built on first use, by the submitting
+    // thread), the step's mask and masked logits.
+    std::once_flag index_once;
+    std::unique_ptr<grammar::TokenIndex> index;
+    grammar::TokenMask mask;
+    std::vector<float> masked;
     std::thread thread;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
@@ -254,7 +263,21 @@ struct Engine::Impl {
             Sequence& s = *out_seq[i];
             if (s.cancelled) continue;
             const float* l = &logits[i * V];
-            const int32_t tok = s.sampler->sample(l, V, s.history);
+            const float* pick = l;
+            if (s.matcher) {
+                std::string why;
+                pick = constrain(s, l, V, why);
+                if (!pick) {
+                    if (why.empty()) end_by_grammar(s);
+                    else fail_by_grammar(s, why);
+                    continue;
+                }
+            }
+            const int32_t tok = s.sampler->sample(pick, V, s.history);
+            if (s.matcher && !model.vocab().is_eog(tok) && !s.matcher->feed(index->bytes(tok))) {
+                fail_by_grammar(s, "the sampled token " + std::to_string(tok) + " does not continue the grammar");
+                continue;
+            }
             TokenEvent ev;
             ev.request_id = s.id;
             ev.token = tok;
@@ -333,6 +356,52 @@ struct Engine::Impl {
         }
     }
 
+    // The logits with every token the grammar refuses at -inf (in `masked`); nullptr when
+    // the value is whole (why empty: the request ends normally) or nothing can follow
+    // (why says so).
+    const float* constrain(Sequence& s, const float* l, int V, std::string& why) {
+        if (s.matcher->complete()) return nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
+        index->mask(*s.matcher, mask);
+        st.grammar_mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++st.grammar_masks;
+        masked.resize(V);
+        int allowed = 0;
+        for (int i = 0; i < V; ++i) {
+            const bool ok = i < index->n_vocab() && mask.test(i);
+            masked[i] = ok ? l[i] : -INFINITY;
+            allowed += ok;
+        }
+        if (allowed == 0) {
+            // A whole value with no end-of-generation token in the vocabulary ends here.
+            if (s.matcher->accepting()) return nullptr;
+            why = "the grammar allows no token of this vocabulary here";
+            return nullptr;
+        }
+        return masked.data();
+    }
+
+    void end_by_grammar(Sequence& s) {
+        TokenEvent ev;
+        ev.request_id = s.id;
+        ev.done = true;
+        ev.finish = FinishReason::STOP;
+        ev.n_prompt = static_cast<int>(s.req.prompt.size());
+        ev.n_generated = s.n_generated;
+        ev.n_cached = s.n_reused;
+        s.cb(ev);
+        ++st.requests_finished;
+        s.cancelled = true;
+        s.n_generated = -1;  // finished normally: removed after the step
+    }
+
+    void fail_by_grammar(Sequence& s, const std::string& why) {
+        finish(s, FinishReason::ERROR, "structured output: " + why);
+        ++st.requests_finished;
+        s.cancelled = true;
+        s.n_generated = -1;
+    }
+
     static void fill_logprobs(const float* l, int V, int32_t tok, int top, TokenEvent& ev) {
         const float mx = *std::max_element(l, l + V);
         double sum = 0;
@@ -380,6 +449,11 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         s->req = std::move(req);
         s->cb = std::move(cb);
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
+        if (s->req.grammar) {
+            std::call_once(impl_->index_once,
+                           [&] { impl_->index = std::make_unique<grammar::TokenIndex>(model_.vocab()); });
+            s->matcher = std::make_unique<grammar::Matcher>(s->req.grammar);
+        }
         s->history = s->req.prompt;
         seqs.push_back(std::move(s));
     }

@@ -23,6 +23,10 @@
 
 namespace glia {
 
+namespace grammar {
+class Grammar;
+}
+
 class Model;
 class Backend;
 
@@ -52,6 +56,9 @@ struct GenerationRequest {
     bool ignore_eos = false;
     bool logprobs = false;        // report each token's log-probability (TokenEvent::logprob)
     bool prefix_cache = true;     // may reuse cached pages (false: computes the whole prompt)
+    // Structured output: only text this grammar accepts is sampled (a token mask per
+    // step); the request ends (STOP) when the value is whole and nothing can follow.
+    std::shared_ptr<const grammar::Grammar> grammar;
     int top_logprobs = 0;         // 0..20: alternatives reported with each token (implies logprobs)
 };
 
@@ -82,6 +89,8 @@ struct EngineStats {
     uint64_t prefix_lookups = 0, prefix_hits = 0;
     uint64_t prefix_tokens_total = 0, prefix_tokens_reused = 0;
     uint64_t prefix_evictions = 0;
+    uint64_t grammar_masks = 0;           // token masks computed (structured output)
+    double grammar_mask_seconds = 0;      // time spent computing them
     double decode_tokens_per_second = 0;  // recent generation throughput (all sequences)
 };
 

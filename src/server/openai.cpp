@@ -177,6 +177,37 @@ void parse_prompt(const json& body, Job& job) {
     wrong_type("prompt", "a string, an array of one string, or an array of token ids", p);
 }
 
+// response_format: {"type": "text"} | {"type": "json_object"} |
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}}.
+// The schema itself is compiled by the server (json_schema.h).
+void parse_response_format(const json& body, Job& job) {
+    const json* rf = field(body, "response_format");
+    if (!rf) return;
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    auto t = rf->find("type");
+    if (t == rf->end() || !t->is_string())
+        throw_api(400, "'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"",
+                  "response_format.type", "missing_field");
+    const std::string type = t->get<std::string>();
+    if (type == "text") return;
+    if (type == "json_object") {
+        job.format = ResponseFormat::JSON_OBJECT;
+        return;
+    }
+    if (type != "json_schema")
+        throw_api(400, "'response_format.type' is \"" + type + "\"; expected \"text\", \"json_object\" or \"json_schema\"",
+                  "response_format.type", "invalid_value");
+    auto js = rf->find("json_schema");
+    if (js == rf->end() || !js->is_object())
+        throw_api(400, "'response_format.json_schema' (an object with a 'schema') is required with type \"json_schema\"",
+                  "response_format.json_schema", "missing_field");
+    auto sc = js->find("schema");
+    if (sc == js->end()) throw_api(400, "'response_format.json_schema.schema' is required", "response_format.json_schema.schema", "missing_field");
+    if (!sc->is_object() && !sc->is_boolean()) wrong_type("response_format.json_schema.schema", "an object", *sc);
+    job.format = ResponseFormat::JSON_SCHEMA;
+    job.schema = *sc;
+}
+
 std::string random_hex(int n) {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     static const char* digits = "0123456789abcdef";
@@ -270,6 +301,7 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
         }
         job.echo = boolean(body, "echo").value_or(false);
     }
+    parse_response_format(body, job);
     return job;
 }
 

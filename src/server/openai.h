@@ -35,6 +35,8 @@ std::string dump(const json& j);
 
 enum class Endpoint { CHAT, COMPLETION };
 
+enum class ResponseFormat { TEXT, JSON_OBJECT, JSON_SCHEMA };
+
 // One validated request, before tokenization.
 struct Job {
     Endpoint endpoint = Endpoint::CHAT;
@@ -52,6 +54,8 @@ struct Job {
     int top_logprobs = 0;              // 0..20
     bool echo = false;                 // completion: prepend the prompt to the text
     bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
+    ResponseFormat format = ResponseFormat::TEXT;  // response_format
+    json schema;                       // JSON_SCHEMA: response_format.json_schema.schema
 };
 
 // Parses and validates a request body. `defaults` gives the sampling values of fields

@@ -21,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "server/json_schema.h"
 #include "server/connection.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
@@ -317,6 +318,8 @@ struct HttpServer::Impl {
                s.prefix_tokens_reused);
         metric("glia_prefix_cache_hit_rate", "gauge", "Reused prompt tokens over all looked-up prompt tokens.",
                s.prefix_tokens_total ? double(s.prefix_tokens_reused) / double(s.prefix_tokens_total) : 0.0);
+        metric("glia_grammar_masks_total", "counter", "Token masks computed for structured output.", s.grammar_masks);
+        metric("glia_grammar_mask_seconds_total", "counter", "Time spent computing those masks.", s.grammar_mask_seconds);
         metric("glia_prefix_cache_evictions_total", "counter", "Cached blocks evicted to make room.", s.prefix_evictions);
         metric("glia_http_connections_open", "gauge", "HTTP connections being served.", http.open_connections());
         metric("glia_http_connections_refused_total", "counter",
@@ -480,6 +483,9 @@ struct HttpServer::Impl {
             gr.top_logprobs = job.logprobs ? job.top_logprobs : 0;
             gr.logprobs = job.logprobs;
             gr.ignore_eos = job.ignore_eos;
+            if (job.format == ResponseFormat::JSON_OBJECT) gr.grammar = any_object_grammar();
+            else if (job.format == ResponseFormat::JSON_SCHEMA)
+                gr.grammar = compile_schema(job.schema, "response_format.json_schema.schema");
             auto ch = std::make_shared<Channel>();
             uint64_t id;
             try {
