@@ -83,7 +83,8 @@ void Grammar::validate() const {
                     if (l.empty()) fail("grammar: an empty literal");
                 break;
             case Kind::ANY_OF:
-                if (n.alternatives.empty()) fail("grammar: anyOf without alternatives");
+            case Kind::SEQUENCE:
+                if (n.alternatives.empty()) fail("grammar: anyOf or a sequence without items");
                 for (int a : n.alternatives) check(a, "anyOf");
                 break;
             default: break;
@@ -400,6 +401,20 @@ void child_done(const Grammar& g, Stack& s, const Frame& child) {
     } else if (n.kind == Kind::ARRAY) {
         ++p.count;
         p.phase = 2;
+    } else if (n.kind == Kind::SEQUENCE) {
+        ++p.count;
+    }
+}
+
+// A sequence whose last item just ended is done too (and so on up).
+void pop_done_sequences(const Grammar& g, Stack& s) {
+    while (!s.empty()) {
+        const Frame& f = s.back();
+        const Node& n = g.node(f.node);
+        if (f.key || n.kind != Kind::SEQUENCE || f.count < static_cast<int32_t>(n.alternatives.size())) return;
+        const Frame done = f;
+        s.pop_back();
+        child_done(g, s, done);
     }
 }
 
@@ -428,6 +443,9 @@ bool run(const Grammar& g, State& out, size_t idx, uint8_t c, std::vector<char>&
                 case Kind::NUMBER: a = step_number(false, f, c); break;
                 case Kind::INTEGER: a = step_number(true, f, c); break;
                 case Kind::LITERALS: a = step_literals(n, f, c); break;
+                case Kind::SEQUENCE:
+                    a = f.count < static_cast<int32_t>(n.alternatives.size()) ? Act::PUSH_VALUE : Act::END_REFEED;
+                    break;
                 default: a = Act::REJECT; break;
             }
         switch (a) {
@@ -437,12 +455,14 @@ bool run(const Grammar& g, State& out, size_t idx, uint8_t c, std::vector<char>&
                 const Frame child = f;
                 s.pop_back();
                 child_done(g, s, child);
+                pop_done_sequences(g, s);
                 return true;
             }
             case Act::END_REFEED: {
                 const Frame child = f;
                 s.pop_back();
                 child_done(g, s, child);
+                pop_done_sequences(g, s);
                 continue;
             }
             case Act::PUSH_KEY: {
@@ -456,7 +476,9 @@ bool run(const Grammar& g, State& out, size_t idx, uint8_t c, std::vector<char>&
                 return true;
             }
             case Act::PUSH_VALUE: {
-                const int child = n.kind == Kind::OBJECT ? (f.current >= 0 ? n.values[f.current] : n.additional) : n.items;
+                const int child = n.kind == Kind::SEQUENCE ? n.alternatives[f.count]
+                                  : n.kind == Kind::OBJECT ? (f.current >= 0 ? n.values[f.current] : n.additional)
+                                                           : n.items;
                 std::vector<int> alts;
                 leaves(g, child, alts);
                 for (size_t i = 1; i < alts.size(); ++i) {

@@ -22,7 +22,7 @@
 
 namespace glia::grammar {
 
-enum class Kind : uint8_t { OBJECT, ARRAY, STRING, NUMBER, INTEGER, LITERALS, ANY_OF };
+enum class Kind : uint8_t { OBJECT, ARRAY, STRING, NUMBER, INTEGER, LITERALS, ANY_OF, SEQUENCE };
 
 struct Node {
     Kind kind = Kind::LITERALS;
@@ -40,7 +40,8 @@ struct Node {
     int min_length = 0, max_length = -1;
     // LITERALS: the JSON texts allowed, exactly (compact: no whitespace inside)
     std::vector<std::string> literals;
-    // ANY_OF
+    // ANY_OF: the alternatives; SEQUENCE: the items, one after the other (a tool call's
+    // markers are LITERALS of raw text around a JSON value)
     std::vector<int> alternatives;
 };
 

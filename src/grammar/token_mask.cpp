@@ -96,6 +96,11 @@ TokenIndex::TokenIndex(const tok::Vocab& v) : n_vocab_(v.n_tokens()) {
     std::vector<std::pair<int32_t, int32_t>> plain;  // (code points, id)
     for (int32_t id = 0; id < n_vocab_; ++id) {
         const uint32_t a = v.token_attr(id);
+        if ((a & (tok::attr::CONTROL | tok::attr::USER_DEFINED)) && !v.is_eog(id)) {
+            bytes_[id] = v.token_to_piece(id, true);
+            if (!bytes_[id].empty()) specials_.push_back(id);
+            continue;
+        }
         if (!(a & (tok::attr::NORMAL | tok::attr::BYTE)) || (a & tok::attr::CONTROL)) continue;
         std::string s = v.token_to_piece(id, false);
         if (s.empty()) continue;
@@ -161,6 +166,22 @@ void TokenIndex::mask(const Matcher& m, TokenMask& out) const {
         walk(special_, g, s, out);
     } else {
         walk(all_, g, s, out);
+    }
+    bool raw_text = false;
+    for (size_t i = 0; i < s.n && !raw_text; ++i)
+        raw_text = !s.stacks[i].empty() && !s.stacks[i].back().key && g.node(s.stacks[i].back().node).kind == Kind::LITERALS;
+    if (raw_text) {
+        thread_local State a, b;
+        for (int32_t id : specials_) {
+            a.clear();
+            for (size_t i = 0; i < s.n; ++i) a.add(s.stacks[i]);
+            for (char c : bytes_[id]) {
+                step(g, a, static_cast<uint8_t>(c), b);
+                std::swap(a, b);
+                if (a.n == 0) break;
+            }
+            if (a.n) out.set(id);
+        }
     }
     if (m.accepting())
         for (int32_t id : eog_)

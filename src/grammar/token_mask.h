@@ -6,8 +6,9 @@
 // values) the walk would visit nearly the whole vocabulary, so tokens of plain text (no
 // quote, backslash or control byte; whole UTF-8) are allowed in bulk from a table sorted
 // by length in code points, and only the other tokens are walked, in a second trie.
-// Control and other special tokens are never allowed; end-of-generation tokens are
-// allowed exactly when the text is a whole value.
+// Control and user-defined tokens (other than end-of-generation ones) are allowed only
+// where raw text is expected (the markers of a tool call, LITERALS) and their text
+// matches; end-of-generation tokens are allowed exactly when the text is a whole value.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,7 @@ private:
     int n_vocab_ = 0;
     std::vector<std::string> bytes_;  // each token's text ("" for special tokens)
     std::vector<int32_t> eog_;
+    std::vector<int32_t> specials_;   // control and user-defined tokens with a text
     Trie all_, special_;              // every normal token; those that are not plain text
     std::vector<int32_t> plain_;      // plain-text tokens, by code points ascending
     std::vector<int32_t> plain_len_;  // their code points

@@ -21,17 +21,19 @@ const std::set<std::string> kAnnotations = {"title",    "description", "default"
 
 class Compiler {
 public:
-    Compiler(const json& root, std::string where) : root_(root), where_(std::move(where)) {}
+    Compiler(const json& root, std::string where, Grammar& g) : root_(root), where_(std::move(where)), g_(&g) {}
 
-    std::shared_ptr<Grammar> run() {
-        g_ = std::make_shared<Grammar>();
-        g_->set_root(node(root_, ""));
+    int run() {
+        const int root = node(root_, "");
+        const int saved = g_->root();
+        g_->set_root(root);
         try {
             g_->validate();
         } catch (const glia::Error& e) {
             bad("", "", e.what());
         }
-        return g_;
+        g_->set_root(saved);
+        return root;
     }
 
 private:
@@ -210,14 +212,20 @@ private:
 
     const json& root_;
     std::string where_;
-    std::shared_ptr<Grammar> g_;
+    Grammar* g_;
     std::map<std::string, int> refs_;
 };
 
 }  // namespace
 
 std::shared_ptr<grammar::Grammar> compile_schema(const json& schema, const std::string& where) {
-    return Compiler(schema, where).run();
+    auto g = std::make_shared<grammar::Grammar>();
+    g->set_root(Compiler(schema, where, *g).run());
+    return g;
+}
+
+int compile_schema_into(grammar::Grammar& g, const json& schema, const std::string& where) {
+    return Compiler(schema, where, g).run();
 }
 
 std::shared_ptr<grammar::Grammar> any_object_grammar() {

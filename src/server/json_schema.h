@@ -20,6 +20,9 @@ namespace glia::server {
 
 // `where`: the request field the schema came from, for error messages and `param`.
 std::shared_ptr<grammar::Grammar> compile_schema(const json& schema, const std::string& where);
+// Compiles into an existing grammar (tool calls put schemas inside their own markup);
+// returns the schema's node.
+int compile_schema_into(grammar::Grammar& g, const json& schema, const std::string& where);
 // Any JSON object (response_format json_object).
 std::shared_ptr<grammar::Grammar> any_object_grammar();
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -22,6 +23,7 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "server/json_schema.h"
+#include "server/tool_calls.h"
 #include "server/connection.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
@@ -132,6 +134,8 @@ struct HttpServer::Impl {
     std::mutex tmpl_mutex;
     tok::PromptTokenizer prompt_tokenizer;
     std::string bos_text, eos_text;
+    ToolFormat tool_format = ToolFormat::NONE;  // of the chat template
+    std::set<int32_t> tool_marker_ids;          // its markers' tokens (shown in replies)
 
     std::atomic<int> active{0};  // generation requests in flight
     std::atomic<bool> stopping{false};  // stop() was called: running streams end now
@@ -146,6 +150,9 @@ struct HttpServer::Impl {
         if (!opt.chat_template.empty()) tmpl.emplace(opt.chat_template);
         bos_text = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
         eos_text = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
+        if (tmpl) tool_format = detect_tool_format(opt.chat_template);
+        for (const std::string& m : tool_markers(tool_format))
+            if (const int32_t id = vocab.find_token(m); id >= 0) tool_marker_ids.insert(id);
         setup();
     }
 
@@ -350,7 +357,10 @@ struct HttpServer::Impl {
         if (tmpl) {
             jinja::Value conv;
             try {
-                conv = jinja::Value::parse_json(messages.dump());
+                if (!job.tools.is_null() && job.tool_choice != "none")
+                    conv = jinja::Value::parse_json(json{{"messages", messages}, {"tools", job.tools}}.dump());
+                else
+                    conv = jinja::Value::parse_json(messages.dump());
             } catch (const std::exception& e) {
                 throw_api(400, std::string("'messages' could not be read: ") + e.what(), "messages", "invalid_value");
             }
@@ -483,6 +493,11 @@ struct HttpServer::Impl {
             gr.top_logprobs = job.logprobs ? job.top_logprobs : 0;
             gr.logprobs = job.logprobs;
             gr.ignore_eos = job.ignore_eos;
+            const bool force_call = job.tool_choice == "required" || job.tool_choice == "function";
+            if (force_call && job.format != ResponseFormat::TEXT)
+                throw_api(400, "'tool_choice' that forces a call cannot be combined with 'response_format'", "tool_choice",
+                          "invalid_value");
+            if (force_call) gr.grammar = tool_call_grammar(tool_format, job.tools, job.tool_choice_name);
             if (job.format == ResponseFormat::JSON_OBJECT) gr.grammar = any_object_grammar();
             else if (job.format == ResponseFormat::JSON_SCHEMA)
                 gr.grammar = compile_schema(job.schema, "response_format.json_schema.schema");
@@ -539,12 +554,37 @@ struct HttpServer::Impl {
         std::optional<ApiError> error;        // ... or this, when it did not
         std::vector<TokenLogprob> all_lp;     // whole responses: every token's
         std::string echo;                     // completions with "echo": the prompt
+        bool tools = false;        // the reply may hold tool calls (parsed at the end)
+        bool constrained = false;  // sampled under a grammar: special tokens are text there
+        size_t shown = 0;          // tools, streamed: content bytes sent so far
 
         Run(Impl& srv, Job j, std::shared_ptr<Channel> c, uint64_t i, int np, std::shared_ptr<void> sl)
             : s(srv), job(std::move(j)), ch(std::move(c)), id(i), n_prompt(np), slot(std::move(sl)),
               rid(new_response_id(job.endpoint, srv.opt.model_id)), text(job.stop),
               deadline(Clock::now() + std::chrono::milliseconds(static_cast<long long>(srv.opt.timeout_s * 1000))) {
             if (job.endpoint == Endpoint::COMPLETION && job.echo && !job.prompt_is_ids) echo = job.prompt;
+            tools = !job.tools.is_null() && job.tool_choice != "none" && srv.tool_format != ToolFormat::NONE;
+            constrained = job.format != ResponseFormat::TEXT || job.tool_choice == "required" || job.tool_choice == "function";
+        }
+
+        // A token's text in the reply: control tokens are dropped, except a tool call's
+        // markers and what a grammar chose for its text.
+        std::string piece(int32_t tok) const {
+            const bool special = constrained || (tools && s.tool_marker_ids.count(tok));
+            return s.vocab.token_to_piece(tok, special);
+        }
+
+        static json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+            json a = json::array();
+            for (size_t i = 0; i < calls.size(); ++i) {
+                json c = json::object();
+                if (with_index) c["index"] = i;  // stream deltas say which call they extend
+                c["id"] = calls[i].id;
+                c["type"] = "function";
+                c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+                a.push_back(std::move(c));
+            }
+            return a;
         }
         ~Run() { cancel(); }
 
@@ -607,7 +647,7 @@ struct HttpServer::Impl {
                 if (ev.token >= 0) {
                     ++n_generated;
                     if (job.logprobs) lps.push_back(logprob_of(ev));
-                    if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
+                    if (!s.vocab.is_eog(ev.token) && text.append(piece(ev.token))) {
                         finish_reason = "stop";
                         stop_early();
                         break;
@@ -651,9 +691,25 @@ struct HttpServer::Impl {
         json whole() const {
             const Usage usage{n_prompt, n_generated, n_cached};
             const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
+            if (tools) {
+                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
+                if (!r.calls.empty())
+                    return chat_response(rid, r.content, "tool_calls", lp, usage, tool_calls_json(r.calls, false));
+            }
             return job.endpoint == Endpoint::CHAT
                        ? chat_response(rid, text.text(), finish_reason, lp, usage)
                        : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+        }
+
+        // Tools, streamed: the content that can be sent now (never the start of a call;
+        // whole UTF-8 characters).
+        std::string tool_content_delta() {
+            const std::string& all = text.text();
+            const size_t upto = utf8_complete_prefix(all, content_prefix(s.tool_format, all));
+            if (upto <= shown) return "";
+            std::string d = all.substr(shown, upto - shown);
+            shown = upto;
+            return d;
         }
 
         bool write(httplib::DataSink& sink, const std::string& data) { return sink.write(data.data(), data.size()); }
@@ -674,7 +730,8 @@ struct HttpServer::Impl {
                     ok = false;
                     break;
                 }
-                const std::string delta = text.take(finish_reason != nullptr);
+                std::string delta = text.take(finish_reason != nullptr);
+                if (tools) delta = tool_content_delta();
                 if (!delta.empty() || !lps.empty()) {
                     const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
                     ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
@@ -693,7 +750,22 @@ struct HttpServer::Impl {
                 return true;
             }
             const json empty = json::object();
-            if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
+            const char* reason = finish_reason;
+            if (tools && ok) {
+                // The reply is whole: the rest of the content, then its calls.
+                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
+                std::string rest;
+                if (r.calls.empty()) rest = text.text().substr(std::min(shown, text.text().size()));
+                else if (r.content.size() > shown && r.content.compare(0, shown, text.text(), 0, shown) == 0)
+                    rest = r.content.substr(shown);
+                if (!rest.empty()) ok = write_event(sink, chat_chunk(rid, json{{"content", rest}}, nullptr, nullptr, job.include_usage));
+                if (ok && !r.calls.empty()) {
+                    ok = write_event(sink, chat_chunk(rid, json{{"tool_calls", tool_calls_json(r.calls, true)}}, nullptr, nullptr,
+                                                      job.include_usage));
+                    reason = "tool_calls";
+                }
+            }
+            if (chat) ok = ok && write_event(sink, chat_chunk(rid, empty, reason, nullptr, job.include_usage));
             else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
             if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated, n_cached}));
             if (ok) ok = write(sink, "data: [DONE]\n\n");
