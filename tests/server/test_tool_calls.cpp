@@ -113,20 +113,7 @@ TEST(ToolCalls, ForcedCallGrammarFollowsTheFormatAndTheParameters) {
 namespace {
 
 // stories260K carrying a real Qwen 2.5 chat template (Hermes-style tool calls).
-std::string stories_with_qwen_template() {
-    const std::string out = ::testing::TempDir() + "/glia_server_stories_qwen.gguf";
-    if (std::filesystem::exists(out)) return out;
-    auto f = glia::gguf::File::open(stories());
-    glia::gguf::Writer w(f->alignment());
-    w.copy_kvs(*f);
-    w.set_str("tokenizer.chat_template", tmpl("Qwen-Qwen2.5-7B-Instruct"));
-    for (const auto& t : f->tensors())
-        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
-    const std::string tmp = out + ".tmp" + std::to_string(getpid());
-    w.write(tmp);
-    std::filesystem::rename(tmp, out);
-    return out;
-}
+std::string stories_with_qwen_template() { return stories_with_chat_template("qwen", tmpl("Qwen-Qwen2.5-7B-Instruct")); }
 
 json ask(const std::string& choice_or_name, bool stream) {
     json b = {{"messages", json::array({{{"role", "user"}, {"content", "What is the weather in Oslo?"}}})},
