@@ -43,6 +43,7 @@ struct Sequence {
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
     bool stopped = false;  // cancelled because the caller saw a stop string
+    std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
 };
 
 }  // namespace
@@ -115,14 +116,14 @@ struct Engine::Impl {
     void admit() {
         while (!waiting.empty() && !free_slots.empty()) {
             Sequence& s = *waiting.front();
-            const int need = static_cast<int>(s.req.prompt.size()) + s.req.max_tokens;
+            const int need = static_cast<int>(s.req.prompt.size()) + (s.req.embed == Pooling::NONE ? s.req.max_tokens : 0);
             const int slot = free_slots.back();
             runner->reset_slot(slot);
             PageTable& pages = runner->pages();
             // The longest cached prefix, leaving at least the last prompt token to compute
             // (its logits start the reply, and a shared page is never written).
             const int n_prompt = static_cast<int>(s.req.prompt.size());
-            const bool cache = opt.prefix_cache && s.req.prefix_cache;
+            const bool cache = opt.prefix_cache && s.req.prefix_cache && s.req.embed == Pooling::NONE;
             const int shared = cache ? pages.share_prefix(slot, s.req.prompt.data(), n_prompt - 1, recurrent) : 0;
             if (!pages.reserve(slot, need)) {  // wait for blocks to free up
                 pages.release(slot);
@@ -205,10 +206,12 @@ struct Engine::Impl {
     // One forward pass over every running sequence: a prompt chunk for those still
     // reading their prompt, the last sampled token for the others.
     void step(uint64_t& window_tokens) {
+        if (!step_embeddings()) return;
         std::vector<int32_t> tokens, pos, seq, out_ids;
         std::vector<Sequence*> out_seq;
         for (auto& up : running) {
             Sequence& s = *up;
+            if (s.req.embed != Pooling::NONE) continue;
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             if (s.n_prompt_done < n_prompt) {
                 int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
@@ -231,6 +234,7 @@ struct Engine::Impl {
                 out_seq.push_back(&s);
             }
         }
+        if (tokens.empty()) return;  // only embedding requests are running
         // A step of prompt chunks only still runs (it fills the cache); one row of logits
         // is computed and ignored, which keeps the graph shapes non-empty.
         const bool any_out = !out_ids.empty();
@@ -326,6 +330,95 @@ struct Engine::Impl {
         st.prefix_evictions = pages.evictions();
     }
 
+    // One forward pass over the embedding requests' next prompt chunks (their own step: it
+    // outputs hidden states, not logits); finished ones get their vector. False when the
+    // pass failed (every request has been ended).
+    bool step_embeddings() {
+        std::vector<int32_t> tokens, pos, seq, out_ids;
+        std::vector<std::pair<Sequence*, int>> rows;  // (sequence, first output row of its chunk)
+        for (auto& up : running) {
+            Sequence& s = *up;
+            if (s.req.embed == Pooling::NONE || s.cancelled) continue;
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            const int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+            rows.emplace_back(&s, static_cast<int>(out_ids.size()));
+            for (int i = 0; i < n; ++i) {
+                tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
+                pos.push_back(s.n_prompt_done + i);
+                seq.push_back(s.slot);
+                // Mean pooling reads every row; last-token pooling the prompt's last one.
+                if (s.req.embed == Pooling::MEAN || s.n_prompt_done + i == n_prompt - 1)
+                    out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+            }
+            s.n_prompt_done += n;
+        }
+        if (tokens.empty()) return true;
+        const bool any_out = !out_ids.empty();
+        if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+        StepInputs in;
+        in.tokens = tokens.data();
+        in.pos = pos.data();
+        in.seq = seq.data();
+        in.n_tokens = static_cast<int>(tokens.size());
+        in.out_ids = out_ids.data();
+        in.n_out = static_cast<int>(out_ids.size());
+        in.hidden = true;
+        const float* h = nullptr;
+        try {
+            h = runner->forward(in);
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lk(mu);
+            for (auto& s : running) {
+                release(*s);
+                finish(*s, FinishReason::ERROR, e.what());
+            }
+            running.clear();
+            return false;
+        }
+        const int D = runner->n_embd();
+        std::lock_guard<std::mutex> lk(mu);
+        for (size_t k = 0; k < rows.size(); ++k) {
+            Sequence& s = *rows[k].first;
+            const int r0 = rows[k].second;
+            const int r1 = k + 1 < rows.size() ? rows[k + 1].second : (any_out ? in.n_out : 0);
+            s.pooled.resize(D, 0.0);
+            for (int r = r0; r < r1; ++r)
+                for (int d = 0; d < D; ++d) {
+                    const double x = h[static_cast<size_t>(r) * D + d];
+                    s.pooled[d] = s.req.embed == Pooling::MEAN ? s.pooled[d] + x : x;
+                }
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            if (s.n_prompt_done < n_prompt) continue;
+            TokenEvent ev;
+            ev.request_id = s.id;
+            ev.done = true;
+            ev.finish = FinishReason::STOP;
+            ev.n_prompt = n_prompt;
+            double norm = 0;
+            for (double& x : s.pooled) {
+                if (s.req.embed == Pooling::MEAN) x /= n_prompt;
+                norm += x * x;
+            }
+            norm = std::sqrt(norm);
+            ev.embedding.resize(D);
+            for (int d = 0; d < D; ++d) ev.embedding[d] = static_cast<float>(norm > 0 ? s.pooled[d] / norm : 0.0);
+            s.cb(ev);
+            ++st.requests_finished;
+            s.cancelled = true;
+            s.n_generated = -1;  // finished normally: removed below
+        }
+        for (auto it = running.begin(); it != running.end();) {
+            if ((*it)->req.embed != Pooling::NONE && (*it)->cancelled && (*it)->n_generated == -1) {
+                release(**it);
+                it = running.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        update_block_stats();
+        return true;
+    }
+
     // For models with recurrent state a prompt chunk ends on a page boundary where it can
     // (a checkpoint is only possible there): before the prompt's last whole page, and at
     // whole pages when the chunk is cut short anyway.
@@ -349,7 +442,7 @@ struct Engine::Impl {
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             s.n_written = s.n_prompt_done < n_prompt || s.n_generated == 0 ? s.n_prompt_done
                                                                              : static_cast<int>(s.history.size());
-            if (!s.req.prefix_cache) continue;
+            if (!s.req.prefix_cache || s.req.embed != Pooling::NONE) continue;
             const bool boundary = s.n_written % bs == 0 && s.n_written > 0;
             if (recurrent && boundary) runner->save_slot_state(s.slot, state_buf);
             pages.publish(s.slot, s.history.data(), s.n_written, recurrent && boundary ? &state_buf : nullptr);
@@ -440,7 +533,8 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         if (req.prompt.empty()) fail("the prompt is empty");
         for (int32_t t : req.prompt)
             if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
-        if (req.max_tokens < 1) fail("max_tokens must be at least 1");
+        if (req.embed == Pooling::NONE && req.max_tokens < 1) fail("max_tokens must be at least 1");
+        if (req.embed != Pooling::NONE) req.max_tokens = 0;
         const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
         if (need > impl_->runner->pages().n_cells())
             fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,

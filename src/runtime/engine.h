@@ -49,6 +49,9 @@ struct EngineOptions {
 enum class FinishReason { NONE, STOP, LENGTH, CANCELLED, ERROR };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
 
+// Embeddings: the prompt's final hidden states pooled into one vector (L2-normalised).
+enum class Pooling { NONE, MEAN, LAST };
+
 struct GenerationRequest {
     std::vector<int32_t> prompt;  // token ids (template and tokenizer applied by the caller)
     int max_tokens = 256;         // generated tokens at most
@@ -60,6 +63,9 @@ struct GenerationRequest {
     // step); the request ends (STOP) when the value is whole and nothing can follow.
     std::shared_ptr<const grammar::Grammar> grammar;
     int top_logprobs = 0;         // 0..20: alternatives reported with each token (implies logprobs)
+    // Not NONE: an embedding request. Nothing is generated (max_tokens is ignored); the
+    // final event carries the pooled vector.
+    Pooling embed = Pooling::NONE;
 };
 
 struct TokenEvent {
@@ -73,6 +79,7 @@ struct TokenEvent {
     int n_prompt = 0;             // prompt tokens (for usage)
     int n_generated = 0;          // tokens generated so far
     int n_cached = 0;             // prompt tokens taken from the prefix cache (not computed)
+    std::vector<float> embedding; // embedding requests, on the final event
 };
 
 // Return false to cancel the request (e.g. the client went away).

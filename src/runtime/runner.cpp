@@ -226,7 +226,9 @@ void Runner::validate(const StepInputs& in) const {
     }
 }
 
-void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced) {
+int Runner::n_embd() const { return model_.profile().n_embd; }
+
+void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden) {
     const ModelProfile& p = model_.profile();
     Graph& g = sg.g;
     ForwardInputs& f = sg.fin;
@@ -247,14 +249,25 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
                                             "forced_experts-" + std::to_string(il));
         f.forced_experts = sg.forced;
     }
-    g.set_output(model_.forward(g, f));
+    Tensor* out = model_.forward(g, f);
+    if (hidden) {
+        // The LM head is the last matmul by the output matrix; its input is the final
+        // hidden state (a softcap or other op after the head does not matter here).
+        Tensor* h = nullptr;
+        for (auto it = g.nodes().rbegin(); it != g.nodes().rend() && !h; ++it)
+            if (it->op == Op::MATMUL && it->src[MatmulArg::W] && it->src[MatmulArg::W]->root() == output_weight_)
+                h = it->src[MatmulArg::X];
+        if (!h || h->ne[0] != model_.profile().n_embd || h->type != DType::F32) fail("this model's graph has no LM head to take hidden states before");
+        out = h;
+    }
+    g.set_output(out);
     sg.plan = dispatcher_->compile(g);
     ++plans_compiled_;
 }
 
 Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
     const bool forced = !in.forced_experts.empty();
-    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced};
+    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
         if (plans_.size() >= opt_.max_plans) {
@@ -264,7 +277,7 @@ Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
             plans_.erase(lru);
         }
         auto sg = std::make_unique<StepGraph>();
-        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced);
+        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden);
         it = plans_.emplace(key, std::move(sg)).first;
     }
     it->second->last_use = ++use_clock_;

@@ -204,7 +204,8 @@ struct HttpServer::Impl {
                 close_connection(res);
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
-                            " (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics)";
+                            " (routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
+                            "GET /health, GET /metrics)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
             } else if (res.status == 413) {
@@ -266,6 +267,121 @@ struct HttpServer::Impl {
                   [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
                       generate(req, res, body, Endpoint::COMPLETION);
                   });
+        http.Post("/v1/embeddings",
+                  [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                      embeddings(req, res, body);
+                  });
+    }
+
+    // The file's pooling key (<arch>.pooling_type: 1 mean, 3 last); decoder models without
+    // one pool their last token (what causal attention has seen the whole input for).
+    Pooling pooling() const {
+        const int64_t t = model.file().get_or<int64_t>(model.profile().arch + ".pooling_type", 3);
+        return t == 1 ? Pooling::MEAN : Pooling::LAST;
+    }
+
+    // POST /v1/embeddings: {"input": string | [strings] | [ids] | [[ids]], "model",
+    // "encoding_format": "float"}. All inputs go to the engine at once (one batch).
+    void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        try {
+            const std::string text = read_body(req, res, reader);
+            json body = json::parse(text, nullptr, false);
+            if (body.is_discarded() || !body.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+            if (body.contains("model") && (!body["model"].is_string() || !known_model(body["model"])))
+                throw unknown_model(body["model"].is_string() ? body["model"].get<std::string>() : body["model"].dump());
+            if (body.contains("encoding_format") && body["encoding_format"] != "float")
+                throw_api(400, "'encoding_format' must be \"float\"", "encoding_format", "invalid_value");
+            if (!body.contains("input")) throw_api(400, "'input' is required", "input", "missing_field");
+            const json& in = body["input"];
+            std::vector<std::vector<int32_t>> inputs;
+            auto ids_of = [&](const json& a, const std::string& where) {
+                std::vector<int32_t> ids;
+                for (const json& x : a) {
+                    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab.n_tokens())
+                        throw_api(400, "'" + where + "' holds " + x.dump() + ", not a token id of this vocabulary", "input", "invalid_value");
+                    ids.push_back(x.get<int32_t>());
+                }
+                return ids;
+            };
+            auto text_of = [&](const json& x, const std::string& where) {
+                if (x.get<std::string>().empty()) throw_api(400, "'" + where + "' is an empty string", "input", "invalid_value");
+                return vocab.tokenize(x.get<std::string>(), true, false);
+            };
+            if (in.is_string()) inputs.push_back(text_of(in, "input"));
+            else if (in.is_array() && !in.empty() && in[0].is_number_integer()) inputs.push_back(ids_of(in, "input"));
+            else if (in.is_array() && !in.empty()) {
+                for (size_t i = 0; i < in.size(); ++i) {
+                    const std::string w = "input[" + std::to_string(i) + "]";
+                    if (in[i].is_string()) inputs.push_back(text_of(in[i], w));
+                    else if (in[i].is_array()) inputs.push_back(ids_of(in[i], w));
+                    else wrong_input(w);
+                }
+            } else {
+                wrong_input("input");
+            }
+            if (inputs.size() > 2048) throw_api(400, "'input' holds more than 2048 inputs", "input", "invalid_value");
+            struct Result {
+                std::mutex mu;
+                std::condition_variable cv;
+                std::vector<std::vector<float>> vec;
+                std::vector<std::string> error;
+                size_t left;
+            };
+            auto r = std::make_shared<Result>();
+            r->vec.resize(inputs.size());
+            r->error.resize(inputs.size());
+            r->left = inputs.size();
+            std::vector<std::pair<GenerationRequest, TokenCallback>> batch;
+            int n_tokens = 0;
+            for (size_t i = 0; i < inputs.size(); ++i) {
+                if (inputs[i].empty()) throw_api(400, "input " + std::to_string(i) + " is empty", "input", "invalid_value");
+                n_tokens += static_cast<int>(inputs[i].size());
+                GenerationRequest g;
+                g.prompt = std::move(inputs[i]);
+                g.embed = pooling();
+                batch.emplace_back(std::move(g), [r, i](const TokenEvent& ev) {
+                    if (!ev.done) return true;
+                    std::lock_guard<std::mutex> lk(r->mu);
+                    if (ev.finish == FinishReason::STOP) r->vec[i] = ev.embedding;
+                    else r->error[i] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
+                    --r->left;
+                    r->cv.notify_all();
+                    return true;
+                });
+            }
+            std::vector<uint64_t> ids;
+            try {
+                ids = engine.submit_batch(std::move(batch));
+            } catch (const QueueFull& e) {
+                throw_api(503, std::string("the server is busy: ") + e.what(), "", "queue_full");
+            } catch (const glia::Error& e) {
+                throw_api(400, e.what(), "input", "invalid_request");
+            }
+            {
+                std::unique_lock<std::mutex> lk(r->mu);
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(opt.timeout_s * 1000));
+                if (!r->cv.wait_until(lk, until, [&] { return r->left == 0; })) {
+                    lk.unlock();
+                    for (uint64_t id : ids) engine.cancel(id);
+                    throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+                }
+            }
+            json data = json::array();
+            for (size_t i = 0; i < r->vec.size(); ++i) {
+                if (!r->error[i].empty()) throw_api(500, "embedding failed: " + r->error[i], "", "generation_error", "server_error");
+                data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", r->vec[i]}});
+            }
+            res.set_content(dump(json{{"object", "list"}, {"data", data}, {"model", opt.model_id},
+                                      {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}),
+                            "application/json");
+        } catch (const ApiError& e) {
+            reject(res, e);
+        }
+    }
+
+    [[noreturn]] static void wrong_input(const std::string& where) {
+        throw_api(400, "'" + where + "' must be a string, an array of strings, an array of token ids or an array of those",
+                  "input", "invalid_type");
     }
 
     json model_json() const {
