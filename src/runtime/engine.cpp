@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "core/error.h"
+#include "grammar/token_mask.h"
 #include "model/model.h"
 #include "runtime/runner.h"
 #include "tokenizer/vocab.h"
@@ -31,13 +33,17 @@ struct Sequence {
     GenerationRequest req;
     TokenCallback cb;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<grammar::Matcher> matcher;  // structured output
     std::vector<int32_t> history;  // prompt + generated
     int slot = -1;                 // KV / recurrent-state slot
     int n_prompt_done = 0;         // prompt tokens already in the cache
+    int n_written = 0;             // positions whose K/V (and state) are computed
+    int n_reused = 0;              // prompt tokens shared from the prefix cache
     int n_generated = 0;
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
     bool stopped = false;  // cancelled because the caller saw a stop string
+    std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
 };
 
 }  // namespace
@@ -56,6 +62,14 @@ struct Engine::Impl {
     uint64_t next_id = 1;
     bool stop = false;
     EngineStats st;
+    bool recurrent = false;             // the model has per-slot recurrent state
+    std::vector<uint8_t> state_buf;     // a slot's recurrent state (checkpoints)
+    // Structured output: the vocabulary's trie (built on first use, by the submitting
+    // thread), the step's mask and masked logits.
+    std::once_flag index_once;
+    std::unique_ptr<grammar::TokenIndex> index;
+    grammar::TokenMask mask;
+    std::vector<float> masked;
     std::thread thread;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
@@ -70,6 +84,7 @@ struct Engine::Impl {
         runner = std::make_unique<Runner>(m, ro);
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();
+        recurrent = runner->slot_state_bytes() > 0;
         thread = std::thread([this] { loop(); });
     }
 
@@ -92,6 +107,7 @@ struct Engine::Impl {
         ev.error = err;
         ev.n_prompt = static_cast<int>(s.req.prompt.size());
         ev.n_generated = s.n_generated;
+        ev.n_cached = s.n_reused;
         s.cb(ev);
     }
 
@@ -100,12 +116,29 @@ struct Engine::Impl {
     void admit() {
         while (!waiting.empty() && !free_slots.empty()) {
             Sequence& s = *waiting.front();
-            const int need = static_cast<int>(s.req.prompt.size()) + s.req.max_tokens;
+            const int need = static_cast<int>(s.req.prompt.size()) + (s.req.embed == Pooling::NONE ? s.req.max_tokens : 0);
             const int slot = free_slots.back();
             runner->reset_slot(slot);
-            if (!runner->pages().reserve(slot, need)) break;  // wait for blocks to free up
+            PageTable& pages = runner->pages();
+            // The longest cached prefix, leaving at least the last prompt token to compute
+            // (its logits start the reply, and a shared page is never written).
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            const bool cache = opt.prefix_cache && s.req.prefix_cache && s.req.embed == Pooling::NONE;
+            const int shared = cache ? pages.share_prefix(slot, s.req.prompt.data(), n_prompt - 1, recurrent) : 0;
+            if (!pages.reserve(slot, need)) {  // wait for blocks to free up
+                pages.release(slot);
+                break;
+            }
+            if (shared > 0 && recurrent) runner->load_slot_state(slot, *pages.checkpoint_before(slot, shared));
             free_slots.pop_back();
             s.slot = slot;
+            s.n_prompt_done = s.n_written = s.n_reused = shared;
+            if (cache) {
+                ++st.prefix_lookups;
+                st.prefix_hits += shared > 0;
+                st.prefix_tokens_total += n_prompt;
+                st.prefix_tokens_reused += shared;
+            }
             running.push_back(std::move(waiting.front()));
             waiting.pop_front();
         }
@@ -156,7 +189,7 @@ struct Engine::Impl {
                 admit();
                 st.running = static_cast<int>(running.size());
                 st.waiting = static_cast<int>(waiting.size());
-                st.kv_blocks_used = runner->pages().pages_used();
+                update_block_stats();
                 if (running.empty()) continue;
             }
             step(window_tokens);
@@ -173,13 +206,16 @@ struct Engine::Impl {
     // One forward pass over every running sequence: a prompt chunk for those still
     // reading their prompt, the last sampled token for the others.
     void step(uint64_t& window_tokens) {
+        if (!step_embeddings()) return;
         std::vector<int32_t> tokens, pos, seq, out_ids;
         std::vector<Sequence*> out_seq;
         for (auto& up : running) {
             Sequence& s = *up;
+            if (s.req.embed != Pooling::NONE) continue;
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             if (s.n_prompt_done < n_prompt) {
-                const int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+                int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+                if (recurrent && opt.prefix_cache) n = chunk_to_boundary(s.n_prompt_done, n, n_prompt);
                 for (int i = 0; i < n; ++i) {
                     tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
                     pos.push_back(s.n_prompt_done + i);
@@ -198,6 +234,7 @@ struct Engine::Impl {
                 out_seq.push_back(&s);
             }
         }
+        if (tokens.empty()) return;  // only embedding requests are running
         // A step of prompt chunks only still runs (it fills the cache); one row of logits
         // is computed and ignored, which keeps the graph shapes non-empty.
         const bool any_out = !out_ids.empty();
@@ -225,15 +262,31 @@ struct Engine::Impl {
         }
         const int V = model.profile().n_vocab;
         std::lock_guard<std::mutex> lk(mu);
+        publish();
         for (size_t i = 0; i < out_seq.size(); ++i) {
             Sequence& s = *out_seq[i];
             if (s.cancelled) continue;
             const float* l = &logits[i * V];
-            const int32_t tok = s.sampler->sample(l, V, s.history);
+            const float* pick = l;
+            if (s.matcher) {
+                std::string why;
+                pick = constrain(s, l, V, why);
+                if (!pick) {
+                    if (why.empty()) end_by_grammar(s);
+                    else fail_by_grammar(s, why);
+                    continue;
+                }
+            }
+            const int32_t tok = s.sampler->sample(pick, V, s.history);
+            if (s.matcher && !model.vocab().is_eog(tok) && !s.matcher->feed(index->bytes(tok))) {
+                fail_by_grammar(s, "the sampled token " + std::to_string(tok) + " does not continue the grammar");
+                continue;
+            }
             TokenEvent ev;
             ev.request_id = s.id;
             ev.token = tok;
             ev.n_prompt = static_cast<int>(s.req.prompt.size());
+            ev.n_cached = s.n_reused;
             if (s.req.logprobs || s.req.top_logprobs > 0) fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
             s.history.push_back(tok);
             s.next = tok;
@@ -266,8 +319,180 @@ struct Engine::Impl {
                 ++it;
             }
         }
-        st.kv_blocks_used = runner->pages().pages_used();
+        update_block_stats();
         st.running = static_cast<int>(running.size());
+    }
+
+    void update_block_stats() {
+        const PageTable& pages = runner->pages();
+        st.kv_blocks_used = pages.pages_used();
+        st.kv_blocks_cached = pages.pages_cached();
+        st.prefix_evictions = pages.evictions();
+    }
+
+    // One forward pass over the embedding requests' next prompt chunks (their own step: it
+    // outputs hidden states, not logits); finished ones get their vector. False when the
+    // pass failed (every request has been ended).
+    bool step_embeddings() {
+        std::vector<int32_t> tokens, pos, seq, out_ids;
+        std::vector<std::pair<Sequence*, int>> rows;  // (sequence, first output row of its chunk)
+        for (auto& up : running) {
+            Sequence& s = *up;
+            if (s.req.embed == Pooling::NONE || s.cancelled) continue;
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            const int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
+            rows.emplace_back(&s, static_cast<int>(out_ids.size()));
+            for (int i = 0; i < n; ++i) {
+                tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
+                pos.push_back(s.n_prompt_done + i);
+                seq.push_back(s.slot);
+                // Mean pooling reads every row; last-token pooling the prompt's last one.
+                if (s.req.embed == Pooling::MEAN || s.n_prompt_done + i == n_prompt - 1)
+                    out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+            }
+            s.n_prompt_done += n;
+        }
+        if (tokens.empty()) return true;
+        const bool any_out = !out_ids.empty();
+        if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+        StepInputs in;
+        in.tokens = tokens.data();
+        in.pos = pos.data();
+        in.seq = seq.data();
+        in.n_tokens = static_cast<int>(tokens.size());
+        in.out_ids = out_ids.data();
+        in.n_out = static_cast<int>(out_ids.size());
+        in.hidden = true;
+        const float* h = nullptr;
+        try {
+            h = runner->forward(in);
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lk(mu);
+            for (auto& s : running) {
+                release(*s);
+                finish(*s, FinishReason::ERROR, e.what());
+            }
+            running.clear();
+            return false;
+        }
+        const int D = runner->n_embd();
+        std::lock_guard<std::mutex> lk(mu);
+        for (size_t k = 0; k < rows.size(); ++k) {
+            Sequence& s = *rows[k].first;
+            const int r0 = rows[k].second;
+            const int r1 = k + 1 < rows.size() ? rows[k + 1].second : (any_out ? in.n_out : 0);
+            s.pooled.resize(D, 0.0);
+            for (int r = r0; r < r1; ++r)
+                for (int d = 0; d < D; ++d) {
+                    const double x = h[static_cast<size_t>(r) * D + d];
+                    s.pooled[d] = s.req.embed == Pooling::MEAN ? s.pooled[d] + x : x;
+                }
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            if (s.n_prompt_done < n_prompt) continue;
+            TokenEvent ev;
+            ev.request_id = s.id;
+            ev.done = true;
+            ev.finish = FinishReason::STOP;
+            ev.n_prompt = n_prompt;
+            double norm = 0;
+            for (double& x : s.pooled) {
+                if (s.req.embed == Pooling::MEAN) x /= n_prompt;
+                norm += x * x;
+            }
+            norm = std::sqrt(norm);
+            ev.embedding.resize(D);
+            for (int d = 0; d < D; ++d) ev.embedding[d] = static_cast<float>(norm > 0 ? s.pooled[d] / norm : 0.0);
+            s.cb(ev);
+            ++st.requests_finished;
+            s.cancelled = true;
+            s.n_generated = -1;  // finished normally: removed below
+        }
+        for (auto it = running.begin(); it != running.end();) {
+            if ((*it)->req.embed != Pooling::NONE && (*it)->cancelled && (*it)->n_generated == -1) {
+                release(**it);
+                it = running.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        update_block_stats();
+        return true;
+    }
+
+    // For models with recurrent state a prompt chunk ends on a page boundary where it can
+    // (a checkpoint is only possible there): before the prompt's last whole page, and at
+    // whole pages when the chunk is cut short anyway.
+    int chunk_to_boundary(int done, int n, int n_prompt) const {
+        const int bs = runner->pages().block_size();
+        const int end = done + n;
+        const int last_full = n_prompt / bs * bs;
+        if (end == n_prompt) return last_full > done && last_full < end ? last_full - done : n;
+        const int aligned = end / bs * bs;
+        return aligned > done ? aligned - done : n;
+    }
+
+    // After a step: every sequence's newly written whole pages become findable by their
+    // prefix (with the recurrent state at the page boundary when the step ended there).
+    void publish() {
+        if (!opt.prefix_cache) return;
+        PageTable& pages = runner->pages();
+        const int bs = pages.block_size();
+        for (auto& up : running) {
+            Sequence& s = *up;
+            const int n_prompt = static_cast<int>(s.req.prompt.size());
+            s.n_written = s.n_prompt_done < n_prompt || s.n_generated == 0 ? s.n_prompt_done
+                                                                             : static_cast<int>(s.history.size());
+            if (!s.req.prefix_cache || s.req.embed != Pooling::NONE) continue;
+            const bool boundary = s.n_written % bs == 0 && s.n_written > 0;
+            if (recurrent && boundary) runner->save_slot_state(s.slot, state_buf);
+            pages.publish(s.slot, s.history.data(), s.n_written, recurrent && boundary ? &state_buf : nullptr);
+        }
+    }
+
+    // The logits with every token the grammar refuses at -inf (in `masked`); nullptr when
+    // the value is whole (why empty: the request ends normally) or nothing can follow
+    // (why says so).
+    const float* constrain(Sequence& s, const float* l, int V, std::string& why) {
+        if (s.matcher->complete()) return nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
+        index->mask(*s.matcher, mask);
+        st.grammar_mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++st.grammar_masks;
+        masked.resize(V);
+        int allowed = 0;
+        for (int i = 0; i < V; ++i) {
+            const bool ok = i < index->n_vocab() && mask.test(i);
+            masked[i] = ok ? l[i] : -INFINITY;
+            allowed += ok;
+        }
+        if (allowed == 0) {
+            // A whole value with no end-of-generation token in the vocabulary ends here.
+            if (s.matcher->accepting()) return nullptr;
+            why = "the grammar allows no token of this vocabulary here";
+            return nullptr;
+        }
+        return masked.data();
+    }
+
+    void end_by_grammar(Sequence& s) {
+        TokenEvent ev;
+        ev.request_id = s.id;
+        ev.done = true;
+        ev.finish = FinishReason::STOP;
+        ev.n_prompt = static_cast<int>(s.req.prompt.size());
+        ev.n_generated = s.n_generated;
+        ev.n_cached = s.n_reused;
+        s.cb(ev);
+        ++st.requests_finished;
+        s.cancelled = true;
+        s.n_generated = -1;  // finished normally: removed after the step
+    }
+
+    void fail_by_grammar(Sequence& s, const std::string& why) {
+        finish(s, FinishReason::ERROR, "structured output: " + why);
+        ++st.requests_finished;
+        s.cancelled = true;
+        s.n_generated = -1;
     }
 
     static void fill_logprobs(const float* l, int V, int32_t tok, int top, TokenEvent& ev) {
@@ -308,7 +533,8 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         if (req.prompt.empty()) fail("the prompt is empty");
         for (int32_t t : req.prompt)
             if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
-        if (req.max_tokens < 1) fail("max_tokens must be at least 1");
+        if (req.embed == Pooling::NONE && req.max_tokens < 1) fail("max_tokens must be at least 1");
+        if (req.embed != Pooling::NONE) req.max_tokens = 0;
         const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
         if (need > impl_->runner->pages().n_cells())
             fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
@@ -317,6 +543,11 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         s->req = std::move(req);
         s->cb = std::move(cb);
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
+        if (s->req.grammar) {
+            std::call_once(impl_->index_once,
+                           [&] { impl_->index = std::make_unique<grammar::TokenIndex>(model_.vocab()); });
+            s->matcher = std::make_unique<grammar::Matcher>(s->req.grammar);
+        }
         s->history = s->req.prompt;
         seqs.push_back(std::move(s));
     }

@@ -23,6 +23,10 @@
 
 namespace glia {
 
+namespace grammar {
+class Grammar;
+}
+
 class Model;
 class Backend;
 
@@ -36,10 +40,17 @@ struct EngineOptions {
     Placement placement;       // empty: everything on the CPU
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
     std::vector<Op> cpu_ops;              // ops forced to the CPU
+    // Automatic prefix caching: KV pages of earlier and running sequences are shared by
+    // token prefix (runtime/pages.h); a request computes only what is not cached. Models
+    // with recurrent layers checkpoint their state at page boundaries for it.
+    bool prefix_cache = true;
 };
 
 enum class FinishReason { NONE, STOP, LENGTH, CANCELLED, ERROR };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+// Embeddings: the prompt's final hidden states pooled into one vector (L2-normalised).
+enum class Pooling { NONE, MEAN, LAST };
 
 struct GenerationRequest {
     std::vector<int32_t> prompt;  // token ids (template and tokenizer applied by the caller)
@@ -47,7 +58,14 @@ struct GenerationRequest {
     SamplerParams sampling;
     bool ignore_eos = false;
     bool logprobs = false;        // report each token's log-probability (TokenEvent::logprob)
+    bool prefix_cache = true;     // may reuse cached pages (false: computes the whole prompt)
+    // Structured output: only text this grammar accepts is sampled (a token mask per
+    // step); the request ends (STOP) when the value is whole and nothing can follow.
+    std::shared_ptr<const grammar::Grammar> grammar;
     int top_logprobs = 0;         // 0..20: alternatives reported with each token (implies logprobs)
+    // Not NONE: an embedding request. Nothing is generated (max_tokens is ignored); the
+    // final event carries the pooled vector.
+    Pooling embed = Pooling::NONE;
 };
 
 struct TokenEvent {
@@ -60,6 +78,8 @@ struct TokenEvent {
     std::string error;            // when finish == ERROR
     int n_prompt = 0;             // prompt tokens (for usage)
     int n_generated = 0;          // tokens generated so far
+    int n_cached = 0;             // prompt tokens taken from the prefix cache (not computed)
+    std::vector<float> embedding; // embedding requests, on the final event
 };
 
 // Return false to cancel the request (e.g. the client went away).
@@ -70,6 +90,14 @@ struct EngineStats {
     uint64_t prompt_tokens_total = 0, generated_tokens_total = 0;
     int running = 0, waiting = 0;
     int kv_blocks_total = 0, kv_blocks_used = 0;
+    int kv_blocks_cached = 0;             // held by no sequence, kept for prefix reuse
+    // Prefix cache: admitted requests, those that reused a prefix, the prompt tokens they
+    // brought and how many of those were not computed; cached pages evicted.
+    uint64_t prefix_lookups = 0, prefix_hits = 0;
+    uint64_t prefix_tokens_total = 0, prefix_tokens_reused = 0;
+    uint64_t prefix_evictions = 0;
+    uint64_t grammar_masks = 0;           // token masks computed (structured output)
+    double grammar_mask_seconds = 0;      // time spent computing them
     double decode_tokens_per_second = 0;  // recent generation throughput (all sequences)
 };
 

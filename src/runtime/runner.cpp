@@ -162,6 +162,49 @@ void Runner::reset_slot(int slot) {
         if (Tensor* c = state_[il].conv) backends_[state_dev_[il]]->zero(c->row(slot), c->nb[1]);
 }
 
+size_t Runner::slot_state_bytes() const {
+    size_t n = 0;
+    for (const LayerState& ls : state_)
+        if (ls.conv) n += ls.conv->nb[1];
+    return n;
+}
+
+// The rows are copied through the backend that holds them (host memory on the CPU).
+void Runner::save_slot_state(int slot, std::vector<uint8_t>& out) {
+    out.resize(slot_state_bytes());
+    size_t off = 0;
+    for (size_t il = 0; il < state_.size(); ++il) {
+        const Tensor* c = state_[il].conv;
+        if (!c) continue;
+        Tensor src = Tensor::make(c->type, c->ne[0]);
+        src.data = c->row(slot);
+        src.device = c->device;
+        Tensor dst = Tensor::make(c->type, c->ne[0]);
+        dst.data = out.data() + off;
+        backends_[state_dev_[il]]->copy(src, dst);
+        backends_[state_dev_[il]]->synchronize();
+        off += c->nb[1];
+    }
+}
+
+void Runner::load_slot_state(int slot, const std::vector<uint8_t>& in) {
+    if (in.size() != slot_state_bytes())
+        fail("slot state of ", in.size(), " bytes, the model's is ", slot_state_bytes());
+    size_t off = 0;
+    for (size_t il = 0; il < state_.size(); ++il) {
+        Tensor* c = state_[il].conv;
+        if (!c) continue;
+        Tensor src = Tensor::make(c->type, c->ne[0]);
+        src.data = const_cast<uint8_t*>(in.data() + off);
+        Tensor dst = Tensor::make(c->type, c->ne[0]);
+        dst.data = c->row(slot);
+        dst.device = c->device;
+        backends_[state_dev_[il]]->copy(src, dst);
+        backends_[state_dev_[il]]->synchronize();
+        off += c->nb[1];
+    }
+}
+
 void Runner::validate(const StepInputs& in) const {
     const ModelProfile& p = model_.profile();
     if (in.n_tokens <= 0) fail("a step needs at least one token");
@@ -190,7 +233,9 @@ void Runner::validate(const StepInputs& in) const {
     }
 }
 
-void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced) {
+int Runner::n_embd() const { return model_.profile().n_embd; }
+
+void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden) {
     const ModelProfile& p = model_.profile();
     Graph& g = sg.g;
     ForwardInputs& f = sg.fin;
@@ -211,14 +256,25 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
                                             "forced_experts-" + std::to_string(il));
         f.forced_experts = sg.forced;
     }
-    g.set_output(model_.forward(g, f));
+    Tensor* out = model_.forward(g, f);
+    if (hidden) {
+        // The LM head is the last matmul by the output matrix; its input is the final
+        // hidden state (a softcap or other op after the head does not matter here).
+        Tensor* h = nullptr;
+        for (auto it = g.nodes().rbegin(); it != g.nodes().rend() && !h; ++it)
+            if (it->op == Op::MATMUL && it->src[MatmulArg::W] && it->src[MatmulArg::W]->root() == output_weight_)
+                h = it->src[MatmulArg::X];
+        if (!h || h->ne[0] != model_.profile().n_embd || h->type != DType::F32) fail("this model's graph has no LM head to take hidden states before");
+        out = h;
+    }
+    g.set_output(out);
     sg.plan = dispatcher_->compile(g);
     ++plans_compiled_;
 }
 
 Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
     const bool forced = !in.forced_experts.empty();
-    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced};
+    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
         if (plans_.size() >= opt_.max_plans) {
@@ -228,7 +284,7 @@ Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
             plans_.erase(lru);
         }
         auto sg = std::make_unique<StepGraph>();
-        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced);
+        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden);
         it = plans_.emplace(key, std::move(sg)).first;
     }
     it->second->last_use = ++use_clock_;

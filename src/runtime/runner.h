@@ -45,6 +45,9 @@ struct StepInputs {
     const int32_t* out_ids = nullptr;  // token indices whose logits are wanted
     int n_out = 0;                     // 0 with out_ids null: the last token only, or all (all_logits)
     bool all_logits = false;
+    // The final hidden states (after the output norm, before the LM head: n_embd floats
+    // per output row) instead of logits; for embeddings.
+    bool hidden = false;
     // Testing: experts per layer, [n_used][n_tokens] ids (nullptr for layers without MoE).
     std::vector<const int32_t*> forced_experts;
 };
@@ -64,11 +67,19 @@ public:
     // Frees a slot's pages and zeroes its recurrent state (a new sequence starts there).
     void reset_slot(int slot);
 
+    // A slot's recurrent state (every layer's per-slot state rows, in layer order) as host
+    // bytes, so the prefix cache can checkpoint it at page boundaries and restore it into
+    // another slot. 0 bytes for models without recurrent layers.
+    size_t slot_state_bytes() const;
+    void save_slot_state(int slot, std::vector<uint8_t>& out);
+    void load_slot_state(int slot, const std::vector<uint8_t>& in);
+
     // Checks the inputs (token ids, slots, positions inside the slot's reserved pages,
     // forced expert ids), runs one forward pass and returns the logits, n_vocab floats per
     // output row, in host memory valid until the next forward().
     const float* forward(const StepInputs& in);
     int n_outputs() const { return last_n_out_; }
+    int n_embd() const;  // floats per row of a `hidden` step
 
     Dispatcher& dispatcher() { return *dispatcher_; }
     const Placement& placement() const { return opt_.placement; }
@@ -81,9 +92,9 @@ public:
 
 private:
     struct StepGraph;
-    using ShapeKey = std::tuple<int, int, bool, bool>;  // tokens, outputs, all_logits, forced
+    using ShapeKey = std::tuple<int, int, bool, bool, bool>;  // tokens, outputs, all_logits, forced, hidden
     StepGraph& graph_for(const StepInputs& in, int n_out);
-    void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced);
+    void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden);
     void validate(const StepInputs& in) const;
     void place_state();
     int tensor_device(const Tensor& t, const Node& n) const;

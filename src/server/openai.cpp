@@ -126,6 +126,75 @@ std::string content_text(const json& content, const std::string& where) {
     wrong_type(where, "a string or an array of content parts", content);
 }
 
+// An assistant message's tool_calls as chat templates read them: arguments as an object
+// (OpenAI sends them as a JSON string; templates write them with tojson).
+json check_tool_calls(const json& calls, const std::string& where) {
+    if (!calls.is_array()) wrong_type(where, "an array", calls);
+    json out = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const std::string p = where + "[" + std::to_string(i) + "]";
+        const json& c = calls[i];
+        if (!c.is_object()) wrong_type(p, "an object", c);
+        auto fn = c.find("function");
+        if (fn == c.end() || !fn->is_object()) throw_api(400, "'" + p + ".function' is required", p + ".function", "missing_field");
+        auto name = fn->find("name");
+        if (name == fn->end() || !name->is_string()) throw_api(400, "'" + p + ".function.name' must be a string", p + ".function.name", "invalid_type");
+        json call = c;
+        if (!call.contains("type")) call["type"] = "function";
+        auto args = fn->find("arguments");
+        if (args != fn->end() && args->is_string()) {
+            json parsed = json::parse(args->get<std::string>(), nullptr, false);
+            if (parsed.is_discarded())
+                throw_api(400, "'" + p + ".function.arguments' is not valid JSON", p + ".function.arguments", "invalid_value");
+            call["function"]["arguments"] = parsed;
+        }
+        out.push_back(std::move(call));
+    }
+    return out;
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}];
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}.
+void parse_tools(const json& body, Job& job) {
+    if (const json* t = field(body, "tools")) {
+        if (!t->is_array()) wrong_type("tools", "an array", *t);
+        for (size_t i = 0; i < t->size(); ++i) {
+            const std::string p = "tools[" + std::to_string(i) + "]";
+            const json& x = (*t)[i];
+            if (!x.is_object()) wrong_type(p, "an object", x);
+            if (x.value("type", std::string("function")) != "function")
+                throw_api(400, "'" + p + ".type' must be \"function\"", p + ".type", "invalid_value");
+            auto fn = x.find("function");
+            if (fn == x.end() || !fn->is_object()) throw_api(400, "'" + p + ".function' is required", p + ".function", "missing_field");
+            auto name = fn->find("name");
+            if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+                throw_api(400, "'" + p + ".function.name' must be a non-empty string", p + ".function.name", "invalid_value");
+            if (auto pa = fn->find("parameters"); pa != fn->end() && !pa->is_object())
+                wrong_type(p + ".function.parameters", "an object (a JSON schema)", *pa);
+        }
+        if (!t->empty()) job.tools = *t;
+    }
+    if (const json* c = field(body, "tool_choice")) {
+        if (c->is_string()) {
+            const std::string v = c->get<std::string>();
+            if (v != "none" && v != "auto" && v != "required")
+                throw_api(400, "'tool_choice' is \"" + v + "\"; expected \"none\", \"auto\", \"required\" or a function",
+                          "tool_choice", "invalid_value");
+            job.tool_choice = v;
+        } else if (c->is_object()) {
+            auto fn = c->find("function");
+            if (fn == c->end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+                throw_api(400, "'tool_choice.function.name' is required", "tool_choice.function.name", "missing_field");
+            job.tool_choice = "function";
+            job.tool_choice_name = (*fn)["name"].get<std::string>();
+        } else {
+            wrong_type("tool_choice", "a string or an object", *c);
+        }
+        if (job.tool_choice != "none" && job.tool_choice != "auto" && job.tools.is_null())
+            throw_api(400, "'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice", "invalid_value");
+    }
+}
+
 json check_messages(const json& body) {
     auto it = body.find("messages");
     if (it == body.end()) throw_api(400, "'messages' is required", "messages", "missing_field");
@@ -139,9 +208,10 @@ json check_messages(const json& body) {
         auto role = m.find("role");
         if (role == m.end()) throw_api(400, "'" + p + ".role' is required", p + ".role", "missing_field");
         if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
-        json msg = m;  // other fields (name, tool_calls ...) pass through to the template
+        json msg = m;  // other fields (name, tool_call_id ...) pass through to the template
         auto content = m.find("content");
         msg["content"] = content == m.end() ? std::string() : content_text(*content, p + ".content");
+        if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) msg["tool_calls"] = check_tool_calls(*tc, p + ".tool_calls");
         out.push_back(std::move(msg));
     }
     return out;
@@ -175,6 +245,37 @@ void parse_prompt(const json& body, Job& job) {
         return;
     }
     wrong_type("prompt", "a string, an array of one string, or an array of token ids", p);
+}
+
+// response_format: {"type": "text"} | {"type": "json_object"} |
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}}.
+// The schema itself is compiled by the server (json_schema.h).
+void parse_response_format(const json& body, Job& job) {
+    const json* rf = field(body, "response_format");
+    if (!rf) return;
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    auto t = rf->find("type");
+    if (t == rf->end() || !t->is_string())
+        throw_api(400, "'response_format.type' is required: \"text\", \"json_object\" or \"json_schema\"",
+                  "response_format.type", "missing_field");
+    const std::string type = t->get<std::string>();
+    if (type == "text") return;
+    if (type == "json_object") {
+        job.format = ResponseFormat::JSON_OBJECT;
+        return;
+    }
+    if (type != "json_schema")
+        throw_api(400, "'response_format.type' is \"" + type + "\"; expected \"text\", \"json_object\" or \"json_schema\"",
+                  "response_format.type", "invalid_value");
+    auto js = rf->find("json_schema");
+    if (js == rf->end() || !js->is_object())
+        throw_api(400, "'response_format.json_schema' (an object with a 'schema') is required with type \"json_schema\"",
+                  "response_format.json_schema", "missing_field");
+    auto sc = js->find("schema");
+    if (sc == js->end()) throw_api(400, "'response_format.json_schema.schema' is required", "response_format.json_schema.schema", "missing_field");
+    if (!sc->is_object() && !sc->is_boolean()) wrong_type("response_format.json_schema.schema", "an object", *sc);
+    job.format = ResponseFormat::JSON_SCHEMA;
+    job.schema = *sc;
 }
 
 std::string random_hex(int n) {
@@ -270,6 +371,8 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
         }
         job.echo = boolean(body, "echo").value_or(false);
     }
+    parse_response_format(body, job);
+    if (endpoint == Endpoint::CHAT) parse_tools(body, job);
     return job;
 }
 
@@ -282,7 +385,8 @@ std::string plain_chat_prompt(const json& messages) {
 json usage_json(const Usage& u) {
     return json{{"prompt_tokens", u.prompt_tokens},
                 {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 static json bytes_of(const std::string& s) {
@@ -327,9 +431,14 @@ ResponseId new_response_id(Endpoint e, const std::string& model) {
 static json reason(const char* finish_reason) { return finish_reason ? json(finish_reason) : json(nullptr); }
 
 json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
-                   const std::vector<TokenLogprob>* logprobs, const Usage& u) {
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls) {
+    json message = {{"role", "assistant"}, {"content", text}};
+    if (tool_calls.is_array() && !tool_calls.empty()) {
+        if (text.empty()) message["content"] = nullptr;
+        message["tool_calls"] = tool_calls;
+    }
     json choice = {{"index", 0},
-                   {"message", {{"role", "assistant"}, {"content", text}}},
+                   {"message", message},
                    {"logprobs", logprobs ? chat_logprobs_json(*logprobs) : json(nullptr)},
                    {"finish_reason", reason(finish_reason)}};
     return json{{"id", r.id}, {"object", "chat.completion"}, {"created", r.created}, {"model", r.model},

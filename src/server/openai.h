@@ -35,6 +35,8 @@ std::string dump(const json& j);
 
 enum class Endpoint { CHAT, COMPLETION };
 
+enum class ResponseFormat { TEXT, JSON_OBJECT, JSON_SCHEMA };
+
 // One validated request, before tokenization.
 struct Job {
     Endpoint endpoint = Endpoint::CHAT;
@@ -52,6 +54,11 @@ struct Job {
     int top_logprobs = 0;              // 0..20
     bool echo = false;                 // completion: prepend the prompt to the text
     bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
+    json tools;                        // chat: the tools array (null when none)
+    std::string tool_choice = "auto";  // "none", "auto", "required", or "function" (tool_choice_name)
+    std::string tool_choice_name;      // the named function
+    ResponseFormat format = ResponseFormat::TEXT;  // response_format
+    json schema;                       // JSON_SCHEMA: response_format.json_schema.schema
 };
 
 // Parses and validates a request body. `defaults` gives the sampling values of fields
@@ -72,6 +79,7 @@ struct TokenLogprob {
 
 struct Usage {
     int prompt_tokens = 0, completion_tokens = 0;
+    int cached_tokens = 0;  // prompt tokens taken from the prefix cache (prompt_tokens_details)
 };
 json usage_json(const Usage& u);
 
@@ -89,8 +97,10 @@ struct ResponseId {
 ResponseId new_response_id(Endpoint e, const std::string& model);
 
 // Whole (non-streaming) responses.
+// `tool_calls` (OpenAI's message.tool_calls) when the reply called tools: content is
+// then null when empty.
 json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
-                   const std::vector<TokenLogprob>* logprobs, const Usage& u);
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls = json());
 json completion_response(const ResponseId& r, const std::string& text, const char* finish_reason,
                          const std::vector<TokenLogprob>* logprobs, size_t text_offset0, const Usage& u);
 

@@ -15,12 +15,15 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "server/json_schema.h"
+#include "server/tool_calls.h"
 #include "server/connection.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
@@ -131,6 +134,8 @@ struct HttpServer::Impl {
     std::mutex tmpl_mutex;
     tok::PromptTokenizer prompt_tokenizer;
     std::string bos_text, eos_text;
+    ToolFormat tool_format = ToolFormat::NONE;  // of the chat template
+    std::set<int32_t> tool_marker_ids;          // its markers' tokens (shown in replies)
 
     std::atomic<int> active{0};  // generation requests in flight
     std::atomic<bool> stopping{false};  // stop() was called: running streams end now
@@ -145,6 +150,9 @@ struct HttpServer::Impl {
         if (!opt.chat_template.empty()) tmpl.emplace(opt.chat_template);
         bos_text = vocab.bos() >= 0 ? vocab.token_to_piece(vocab.bos(), true) : "";
         eos_text = vocab.eos() >= 0 ? vocab.token_to_piece(vocab.eos(), true) : "";
+        if (tmpl) tool_format = detect_tool_format(opt.chat_template);
+        for (const std::string& m : tool_markers(tool_format))
+            if (const int32_t id = vocab.find_token(m); id >= 0) tool_marker_ids.insert(id);
         setup();
     }
 
@@ -196,7 +204,8 @@ struct HttpServer::Impl {
                 close_connection(res);
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
-                            " (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics)";
+                            " (routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
+                            "GET /health, GET /metrics)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
             } else if (res.status == 413) {
@@ -258,6 +267,121 @@ struct HttpServer::Impl {
                   [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
                       generate(req, res, body, Endpoint::COMPLETION);
                   });
+        http.Post("/v1/embeddings",
+                  [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+                      embeddings(req, res, body);
+                  });
+    }
+
+    // The file's pooling key (<arch>.pooling_type: 1 mean, 3 last); decoder models without
+    // one pool their last token (what causal attention has seen the whole input for).
+    Pooling pooling() const {
+        const int64_t t = model.file().get_or<int64_t>(model.profile().arch + ".pooling_type", 3);
+        return t == 1 ? Pooling::MEAN : Pooling::LAST;
+    }
+
+    // POST /v1/embeddings: {"input": string | [strings] | [ids] | [[ids]], "model",
+    // "encoding_format": "float"}. All inputs go to the engine at once (one batch).
+    void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        try {
+            const std::string text = read_body(req, res, reader);
+            json body = json::parse(text, nullptr, false);
+            if (body.is_discarded() || !body.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+            if (body.contains("model") && (!body["model"].is_string() || !known_model(body["model"])))
+                throw unknown_model(body["model"].is_string() ? body["model"].get<std::string>() : body["model"].dump());
+            if (body.contains("encoding_format") && body["encoding_format"] != "float")
+                throw_api(400, "'encoding_format' must be \"float\"", "encoding_format", "invalid_value");
+            if (!body.contains("input")) throw_api(400, "'input' is required", "input", "missing_field");
+            const json& in = body["input"];
+            std::vector<std::vector<int32_t>> inputs;
+            auto ids_of = [&](const json& a, const std::string& where) {
+                std::vector<int32_t> ids;
+                for (const json& x : a) {
+                    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab.n_tokens())
+                        throw_api(400, "'" + where + "' holds " + x.dump() + ", not a token id of this vocabulary", "input", "invalid_value");
+                    ids.push_back(x.get<int32_t>());
+                }
+                return ids;
+            };
+            auto text_of = [&](const json& x, const std::string& where) {
+                if (x.get<std::string>().empty()) throw_api(400, "'" + where + "' is an empty string", "input", "invalid_value");
+                return vocab.tokenize(x.get<std::string>(), true, false);
+            };
+            if (in.is_string()) inputs.push_back(text_of(in, "input"));
+            else if (in.is_array() && !in.empty() && in[0].is_number_integer()) inputs.push_back(ids_of(in, "input"));
+            else if (in.is_array() && !in.empty()) {
+                for (size_t i = 0; i < in.size(); ++i) {
+                    const std::string w = "input[" + std::to_string(i) + "]";
+                    if (in[i].is_string()) inputs.push_back(text_of(in[i], w));
+                    else if (in[i].is_array()) inputs.push_back(ids_of(in[i], w));
+                    else wrong_input(w);
+                }
+            } else {
+                wrong_input("input");
+            }
+            if (inputs.size() > 2048) throw_api(400, "'input' holds more than 2048 inputs", "input", "invalid_value");
+            struct Result {
+                std::mutex mu;
+                std::condition_variable cv;
+                std::vector<std::vector<float>> vec;
+                std::vector<std::string> error;
+                size_t left;
+            };
+            auto r = std::make_shared<Result>();
+            r->vec.resize(inputs.size());
+            r->error.resize(inputs.size());
+            r->left = inputs.size();
+            std::vector<std::pair<GenerationRequest, TokenCallback>> batch;
+            int n_tokens = 0;
+            for (size_t i = 0; i < inputs.size(); ++i) {
+                if (inputs[i].empty()) throw_api(400, "input " + std::to_string(i) + " is empty", "input", "invalid_value");
+                n_tokens += static_cast<int>(inputs[i].size());
+                GenerationRequest g;
+                g.prompt = std::move(inputs[i]);
+                g.embed = pooling();
+                batch.emplace_back(std::move(g), [r, i](const TokenEvent& ev) {
+                    if (!ev.done) return true;
+                    std::lock_guard<std::mutex> lk(r->mu);
+                    if (ev.finish == FinishReason::STOP) r->vec[i] = ev.embedding;
+                    else r->error[i] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
+                    --r->left;
+                    r->cv.notify_all();
+                    return true;
+                });
+            }
+            std::vector<uint64_t> ids;
+            try {
+                ids = engine.submit_batch(std::move(batch));
+            } catch (const QueueFull& e) {
+                throw_api(503, std::string("the server is busy: ") + e.what(), "", "queue_full");
+            } catch (const glia::Error& e) {
+                throw_api(400, e.what(), "input", "invalid_request");
+            }
+            {
+                std::unique_lock<std::mutex> lk(r->mu);
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(opt.timeout_s * 1000));
+                if (!r->cv.wait_until(lk, until, [&] { return r->left == 0; })) {
+                    lk.unlock();
+                    for (uint64_t id : ids) engine.cancel(id);
+                    throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+                }
+            }
+            json data = json::array();
+            for (size_t i = 0; i < r->vec.size(); ++i) {
+                if (!r->error[i].empty()) throw_api(500, "embedding failed: " + r->error[i], "", "generation_error", "server_error");
+                data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", r->vec[i]}});
+            }
+            res.set_content(dump(json{{"object", "list"}, {"data", data}, {"model", opt.model_id},
+                                      {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}),
+                            "application/json");
+        } catch (const ApiError& e) {
+            reject(res, e);
+        }
+    }
+
+    [[noreturn]] static void wrong_input(const std::string& where) {
+        throw_api(400, "'" + where + "' must be a string, an array of strings, an array of token ids or an array of those",
+                  "input", "invalid_type");
     }
 
     json model_json() const {
@@ -306,6 +430,20 @@ struct HttpServer::Impl {
                s.decode_tokens_per_second);
         metric("glia_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", s.kv_blocks_used);
         metric("glia_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.", s.kv_blocks_total);
+        metric("glia_kv_cache_blocks_cached", "gauge", "KV-cache blocks held by no request, kept for prefix reuse.",
+               s.kv_blocks_cached);
+        metric("glia_prefix_cache_requests_total", "counter", "Requests that looked up the prefix cache.",
+               s.prefix_lookups);
+        metric("glia_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.", s.prefix_hits);
+        metric("glia_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of the requests that looked up the cache.",
+               s.prefix_tokens_total);
+        metric("glia_prefix_cache_reused_tokens_total", "counter", "Prompt tokens taken from the cache, not computed.",
+               s.prefix_tokens_reused);
+        metric("glia_prefix_cache_hit_rate", "gauge", "Reused prompt tokens over all looked-up prompt tokens.",
+               s.prefix_tokens_total ? double(s.prefix_tokens_reused) / double(s.prefix_tokens_total) : 0.0);
+        metric("glia_grammar_masks_total", "counter", "Token masks computed for structured output.", s.grammar_masks);
+        metric("glia_grammar_mask_seconds_total", "counter", "Time spent computing those masks.", s.grammar_mask_seconds);
+        metric("glia_prefix_cache_evictions_total", "counter", "Cached blocks evicted to make room.", s.prefix_evictions);
         metric("glia_http_connections_open", "gauge", "HTTP connections being served.", http.open_connections());
         metric("glia_http_connections_refused_total", "counter",
                "HTTP connections answered 503 at once (over --max-connections).", http.refused_connections());
@@ -335,7 +473,10 @@ struct HttpServer::Impl {
         if (tmpl) {
             jinja::Value conv;
             try {
-                conv = jinja::Value::parse_json(messages.dump());
+                if (!job.tools.is_null() && job.tool_choice != "none")
+                    conv = jinja::Value::parse_json(json{{"messages", messages}, {"tools", job.tools}}.dump());
+                else
+                    conv = jinja::Value::parse_json(messages.dump());
             } catch (const std::exception& e) {
                 throw_api(400, std::string("'messages' could not be read: ") + e.what(), "messages", "invalid_value");
             }
@@ -468,6 +609,14 @@ struct HttpServer::Impl {
             gr.top_logprobs = job.logprobs ? job.top_logprobs : 0;
             gr.logprobs = job.logprobs;
             gr.ignore_eos = job.ignore_eos;
+            const bool force_call = job.tool_choice == "required" || job.tool_choice == "function";
+            if (force_call && job.format != ResponseFormat::TEXT)
+                throw_api(400, "'tool_choice' that forces a call cannot be combined with 'response_format'", "tool_choice",
+                          "invalid_value");
+            if (force_call) gr.grammar = tool_call_grammar(tool_format, job.tools, job.tool_choice_name);
+            if (job.format == ResponseFormat::JSON_OBJECT) gr.grammar = any_object_grammar();
+            else if (job.format == ResponseFormat::JSON_SCHEMA)
+                gr.grammar = compile_schema(job.schema, "response_format.json_schema.schema");
             auto ch = std::make_shared<Channel>();
             uint64_t id;
             try {
@@ -516,16 +665,42 @@ struct HttpServer::Impl {
         Clock::time_point deadline;
         bool finished = false;  // the engine's last event was seen, or we cancelled
         int n_generated = 0;
+        int n_cached = 0;                     // prompt tokens the prefix cache gave
         const char* finish_reason = nullptr;  // set when the request ended well
         std::optional<ApiError> error;        // ... or this, when it did not
         std::vector<TokenLogprob> all_lp;     // whole responses: every token's
         std::string echo;                     // completions with "echo": the prompt
+        bool tools = false;        // the reply may hold tool calls (parsed at the end)
+        bool constrained = false;  // sampled under a grammar: special tokens are text there
+        size_t shown = 0;          // tools, streamed: content bytes sent so far
 
         Run(Impl& srv, Job j, std::shared_ptr<Channel> c, uint64_t i, int np, std::shared_ptr<void> sl)
             : s(srv), job(std::move(j)), ch(std::move(c)), id(i), n_prompt(np), slot(std::move(sl)),
               rid(new_response_id(job.endpoint, srv.opt.model_id)), text(job.stop),
               deadline(Clock::now() + std::chrono::milliseconds(static_cast<long long>(srv.opt.timeout_s * 1000))) {
             if (job.endpoint == Endpoint::COMPLETION && job.echo && !job.prompt_is_ids) echo = job.prompt;
+            tools = !job.tools.is_null() && job.tool_choice != "none" && srv.tool_format != ToolFormat::NONE;
+            constrained = job.format != ResponseFormat::TEXT || job.tool_choice == "required" || job.tool_choice == "function";
+        }
+
+        // A token's text in the reply: control tokens are dropped, except a tool call's
+        // markers and what a grammar chose for its text.
+        std::string piece(int32_t tok) const {
+            const bool special = constrained || (tools && s.tool_marker_ids.count(tok));
+            return s.vocab.token_to_piece(tok, special);
+        }
+
+        static json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+            json a = json::array();
+            for (size_t i = 0; i < calls.size(); ++i) {
+                json c = json::object();
+                if (with_index) c["index"] = i;  // stream deltas say which call they extend
+                c["id"] = calls[i].id;
+                c["type"] = "function";
+                c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+                a.push_back(std::move(c));
+            }
+            return a;
         }
         ~Run() { cancel(); }
 
@@ -588,13 +763,14 @@ struct HttpServer::Impl {
                 if (ev.token >= 0) {
                     ++n_generated;
                     if (job.logprobs) lps.push_back(logprob_of(ev));
-                    if (!s.vocab.is_eog(ev.token) && text.append(s.vocab.token_to_piece(ev.token, false))) {
+                    if (!s.vocab.is_eog(ev.token) && text.append(piece(ev.token))) {
                         finish_reason = "stop";
                         stop_early();
                         break;
                     }
                 }
                 n_generated = std::max(n_generated, ev.n_generated);
+                n_cached = ev.n_cached;
                 if (ev.done) {
                     finished = true;
                     if (ev.finish == FinishReason::STOP) finish_reason = "stop";
@@ -629,11 +805,27 @@ struct HttpServer::Impl {
         }
 
         json whole() const {
-            const Usage usage{n_prompt, n_generated};
+            const Usage usage{n_prompt, n_generated, n_cached};
             const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
+            if (tools) {
+                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
+                if (!r.calls.empty())
+                    return chat_response(rid, r.content, "tool_calls", lp, usage, tool_calls_json(r.calls, false));
+            }
             return job.endpoint == Endpoint::CHAT
                        ? chat_response(rid, text.text(), finish_reason, lp, usage)
                        : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+        }
+
+        // Tools, streamed: the content that can be sent now (never the start of a call;
+        // whole UTF-8 characters).
+        std::string tool_content_delta() {
+            const std::string& all = text.text();
+            const size_t upto = utf8_complete_prefix(all, content_prefix(s.tool_format, all));
+            if (upto <= shown) return "";
+            std::string d = all.substr(shown, upto - shown);
+            shown = upto;
+            return d;
         }
 
         bool write(httplib::DataSink& sink, const std::string& data) { return sink.write(data.data(), data.size()); }
@@ -654,7 +846,8 @@ struct HttpServer::Impl {
                     ok = false;
                     break;
                 }
-                const std::string delta = text.take(finish_reason != nullptr);
+                std::string delta = text.take(finish_reason != nullptr);
+                if (tools) delta = tool_content_delta();
                 if (!delta.empty() || !lps.empty()) {
                     const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
                     ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
@@ -673,9 +866,24 @@ struct HttpServer::Impl {
                 return true;
             }
             const json empty = json::object();
-            if (chat) ok = write_event(sink, chat_chunk(rid, empty, finish_reason, nullptr, job.include_usage));
+            const char* reason = finish_reason;
+            if (tools && ok) {
+                // The reply is whole: the rest of the content, then its calls.
+                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
+                std::string rest;
+                if (r.calls.empty()) rest = text.text().substr(std::min(shown, text.text().size()));
+                else if (r.content.size() > shown && r.content.compare(0, shown, text.text(), 0, shown) == 0)
+                    rest = r.content.substr(shown);
+                if (!rest.empty()) ok = write_event(sink, chat_chunk(rid, json{{"content", rest}}, nullptr, nullptr, job.include_usage));
+                if (ok && !r.calls.empty()) {
+                    ok = write_event(sink, chat_chunk(rid, json{{"tool_calls", tool_calls_json(r.calls, true)}}, nullptr, nullptr,
+                                                      job.include_usage));
+                    reason = "tool_calls";
+                }
+            }
+            if (chat) ok = ok && write_event(sink, chat_chunk(rid, empty, reason, nullptr, job.include_usage));
             else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
-            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated}));
+            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated, n_cached}));
             if (ok) ok = write(sink, "data: [DONE]\n\n");
             if (ok) sink.done();
             return ok;

@@ -24,12 +24,11 @@ using json = nlohmann::ordered_json;
 
 // stories260K (no chat template), and a copy of it with a simple template.
 inline std::string stories() { return shared_path("models/stories260K.gguf"); }
-inline std::string stories_with_template() {
-    const std::string out = ::testing::TempDir() + "/glia_server_stories_chat.gguf";
+// stories260K carrying chat template `tmpl`, written once per test run as
+// glia_server_stories_<tag>.gguf (the served model's id is the file's stem).
+inline std::string stories_with_chat_template(const std::string& tag, const std::string& tmpl) {
+    const std::string out = ::testing::TempDir() + "/glia_server_stories_" + tag + ".gguf";
     if (std::filesystem::exists(out)) return out;
-    const std::string tmpl =
-        "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}User: {% elif m.role == 'system' %}System: "
-        "{% else %}Assistant: {% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}";
     auto f = glia::gguf::File::open(stories());
     glia::gguf::Writer w(f->alignment());
     w.copy_kvs(*f);
@@ -40,6 +39,12 @@ inline std::string stories_with_template() {
     w.write(tmp);
     std::filesystem::rename(tmp, out);
     return out;
+}
+inline std::string stories_with_template() {
+    return stories_with_chat_template(
+        "chat",
+        "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}User: {% elif m.role == 'system' %}System: "
+        "{% else %}Assistant: {% endif %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}");
 }
 
 // A running `glia serve MODEL --port 0 ARGS...`; stopped (SIGTERM) on destruction.

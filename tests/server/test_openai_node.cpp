@@ -24,6 +24,7 @@ TEST(ServerOpenAIClient, NodeOpenAIPackage) {
     fs::create_directories(dir);
     fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);
     fs::copy_file(src / "openai_client.mjs", dir / "openai_client.mjs", fs::copy_options::overwrite_existing);
+    fs::copy_file(src / "openai_tools.mjs", dir / "openai_tools.mjs", fs::copy_options::overwrite_existing);
     if (!fs::exists(dir / "node_modules" / "openai" / "package.json")) {
         const std::string cmd = "cd " + q(dir.string()) + " && npm install --no-audit --no-fund --loglevel=error 2>&1";
         ASSERT_EQ(glia::test::run_command(cmd, &out), 0) << "installing the openai npm package failed (needs the npm registry):\n"
@@ -35,6 +36,15 @@ TEST(ServerOpenAIClient, NodeOpenAIPackage) {
                             " glia_server_stories_chat test-key 2>&1";
     const int rc = glia::test::run_command(cmd, &out);
     EXPECT_EQ(rc, 0) << cmd << "\n" << out << "\nserver log:\n" << srv.log();
+    EXPECT_NE(out.find("ALL OK"), std::string::npos) << out;
+
+    // Tools and structured output, on a model with a Qwen 2.5 (Hermes-style) template.
+    ServerProcess tools(stories_with_chat_template("qwen", glia::test::read_text(glia::test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"))),
+                        {"-c", "8192", "--parallel", "8", "--api-key", "test-key"});
+    ASSERT_TRUE(tools.ok()) << tools.log();
+    const std::string cmd2 = "cd " + q(dir.string()) + " && node openai_tools.mjs " + q(tools.url() + "/v1") +
+                             " glia_server_stories_qwen test-key 2>&1";
+    EXPECT_EQ(glia::test::run_command(cmd2, &out), 0) << cmd2 << "\n" << out << "\nserver log:\n" << tools.log();
     EXPECT_NE(out.find("ALL OK"), std::string::npos) << out;
 }
 

@@ -69,7 +69,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
                                     "first byte or the connection's opening; slower ones are disconnected", "10")
         .opt("--max-connections", "N", "connections served at once (503 beyond; 0 = max(256, max-concurrent + 64))", "0")
         .opt("--template", "FILE", "use this .jinja chat template instead of the model's")
-        .flag("--no-template", "ignore the model's chat template (plain role-prefixed prompts)");
+        .flag("--no-template", "ignore the model's chat template (plain role-prefixed prompts)")
+        .flag("--no-prefix-cache", "compute every prompt whole (no reuse of cached KV pages across requests)");
     add_sampling_options(a);
     a.flag("-v,--verbose", "log every request on stderr");
     if (!a.parse(argv)) return 0;
@@ -102,6 +103,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     eo.block_size = static_cast<int>(a.integer("--block-size", 1, 1 << 16));
     eo.max_queue = static_cast<int>(a.integer("--max-queue", 0, 1 << 20));
     eo.prefill_chunk = static_cast<int>(a.integer("--prefill-chunk", 1, 1 << 20));
+    eo.prefix_cache = !a.has("--no-prefix-cache");
 
     const std::string path = model_path(a);
     auto model = load_model(path);
