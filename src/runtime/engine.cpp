@@ -277,6 +277,13 @@ struct Engine::Impl {
                     continue;
                 }
             }
+            if (!s.req.logit_bias.empty()) {
+                if (pick == l) {
+                    masked.assign(l, l + V);
+                    pick = masked.data();
+                }
+                for (const auto& [id, b] : s.req.logit_bias) masked[id] += b;
+            }
             const int32_t tok = s.sampler->sample(pick, V, s.history);
             if (s.matcher && !model.vocab().is_eog(tok) && !s.matcher->feed(index->bytes(tok))) {
                 fail_by_grammar(s, "the sampled token " + std::to_string(tok) + " does not continue the grammar");
@@ -534,6 +541,8 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         for (int32_t t : req.prompt)
             if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
         if (req.embed == Pooling::NONE && req.max_tokens < 1) fail("max_tokens must be at least 1");
+        for (const auto& [id, b] : req.logit_bias)
+            if (id < 0 || id >= V) fail("logit_bias names token ", id, ", outside the vocabulary (", V, " tokens)");
         if (req.embed != Pooling::NONE) req.max_tokens = 0;
         const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
         if (need > impl_->runner->pages().n_cells())

@@ -66,6 +66,8 @@ struct GenerationRequest {
     // Not NONE: an embedding request. Nothing is generated (max_tokens is ignored); the
     // final event carries the pooled vector.
     Pooling embed = Pooling::NONE;
+    // Added to these tokens' logits before sampling (OpenAI's logit_bias).
+    std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct TokenEvent {

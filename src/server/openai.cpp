@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace glia::server {
@@ -306,8 +307,19 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
     if (endpoint == Endpoint::CHAT) job.messages = check_messages(body);
     else parse_prompt(body, job);
 
-    if (auto n = integer(body, "n", 1, 128); n && *n != 1)
-        throw_api(400, "'n' must be 1: this server returns one choice per request", "n", "invalid_value");
+    if (auto n = integer(body, "n", 1, 16)) job.n = static_cast<int>(*n);
+    if (const json* lb = field(body, "logit_bias")) {
+        if (!lb->is_object()) wrong_type("logit_bias", "an object of token ids to biases", *lb);
+        for (const auto& [k, v] : lb->items()) {
+            char* end = nullptr;
+            const long id = std::strtol(k.c_str(), &end, 10);
+            if (k.empty() || *end || id < 0 || id > INT32_MAX)
+                throw_api(400, "'logit_bias' key \"" + k + "\" is not a token id", "logit_bias", "invalid_value");
+            if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100)
+                throw_api(400, "'logit_bias[\"" + k + "\"]' must be a number from -100 to 100", "logit_bias", "invalid_value");
+            job.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(v.get<double>()));
+        }
+    }
     constexpr int64_t kMaxInt = INT32_MAX;
     if (auto v = integer(body, "max_completion_tokens", 1, kMaxInt)) job.max_tokens = static_cast<int>(*v);
     if (auto v = integer(body, "max_tokens", 1, kMaxInt)) job.max_tokens = static_cast<int>(*v);
@@ -373,6 +385,8 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
     }
     parse_response_format(body, job);
     if (endpoint == Endpoint::CHAT) parse_tools(body, job);
+    if (job.n > 1 && job.stream)
+        throw_api(400, "'n' above 1 is answered whole: this server does not stream several choices", "n", "invalid_value");
     return job;
 }
 

@@ -54,6 +54,8 @@ struct Job {
     int top_logprobs = 0;              // 0..20
     bool echo = false;                 // completion: prepend the prompt to the text
     bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
+    std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
+    int n = 1;                         // choices (non-streamed)
     json tools;                        // chat: the tools array (null when none)
     std::string tool_choice = "auto";  // "none", "auto", "required", or "function" (tool_choice_name)
     std::string tool_choice_name;      // the named function

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -205,7 +206,7 @@ struct HttpServer::Impl {
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
-                            "GET /health, GET /metrics)";
+                            "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
             } else if (res.status == 413) {
@@ -267,10 +268,79 @@ struct HttpServer::Impl {
                   [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
                       generate(req, res, body, Endpoint::COMPLETION);
                   });
+        http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+            const ModelProfile& p = model.profile();
+            const EngineOptions& eo = engine.options();
+            json j = {{"model", opt.model_id},
+                      {"model_path", opt.model_path},
+                      {"architecture", p.arch},
+                      {"n_vocab", p.n_vocab},
+                      {"n_embd", p.n_embd},
+                      {"n_layer", p.n_layer},
+                      {"n_ctx_train", p.n_ctx_train},
+                      {"n_ctx", eo.n_ctx},
+                      {"n_parallel", eo.n_parallel},
+                      {"prefix_cache", eo.prefix_cache},
+                      {"chat_template", opt.chat_template},
+                      {"tool_call_format", tool_format_name(tool_format)},
+                      {"max_tokens_limit", opt.max_tokens_limit},
+                      {"bos_token", bos_text},
+                      {"eos_token", eos_text}};
+            res.set_content(dump(j), "application/json");
+        });
+        // /tokenize {"content", "add_special", "parse_special", "with_pieces"} -> {"tokens"};
+        // /detokenize {"tokens"} -> {"content"} (as the reference server names them).
+        http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+            try {
+                const json b = json_body(req, res, reader);
+                if (!b.contains("content") || !b["content"].is_string())
+                    throw_api(400, "'content' (a string) is required", "content", "missing_field");
+                auto flag = [&](const char* k, bool d) {
+                    if (!b.contains(k)) return d;
+                    if (!b[k].is_boolean()) throw_api(400, std::string("'") + k + "' must be a boolean", k, "invalid_type");
+                    return b[k].get<bool>();
+                };
+                const bool pieces = flag("with_pieces", false);
+                const std::vector<int32_t> ids = vocab.tokenize(b["content"].get<std::string>(), flag("add_special", false),
+                                                                flag("parse_special", true));
+                json t = json::array();
+                for (int32_t id : ids) {
+                    if (pieces) t.push_back({{"id", id}, {"piece", vocab.token_to_piece(id, true)}});
+                    else t.push_back(id);
+                }
+                res.set_content(dump(json{{"tokens", t}}), "application/json");
+            } catch (const ApiError& e) {
+                reject(res, e);
+            }
+        });
+        http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+            try {
+                const json b = json_body(req, res, reader);
+                if (!b.contains("tokens") || !b["tokens"].is_array())
+                    throw_api(400, "'tokens' (an array of token ids) is required", "tokens", "missing_field");
+                std::vector<int32_t> ids;
+                for (size_t i = 0; i < b["tokens"].size(); ++i) {
+                    const json& x = b["tokens"][i];
+                    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab.n_tokens())
+                        throw_api(400, "'tokens[" + std::to_string(i) + "]' is not a token id of this vocabulary (" +
+                                           std::to_string(vocab.n_tokens()) + " tokens)", "tokens", "invalid_value");
+                    ids.push_back(x.get<int32_t>());
+                }
+                res.set_content(dump(json{{"content", vocab.detokenize(ids, false)}}), "application/json");
+            } catch (const ApiError& e) {
+                reject(res, e);
+            }
+        });
         http.Post("/v1/embeddings",
                   [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
                       embeddings(req, res, body);
                   });
+    }
+
+    json json_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        json b = json::parse(read_body(req, res, reader), nullptr, false);
+        if (b.is_discarded() || !b.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+        return b;
     }
 
     // The file's pooling key (<arch>.pooling_type: 1 mean, 3 last); decoder models without
@@ -284,13 +354,13 @@ struct HttpServer::Impl {
     // "encoding_format": "float"}. All inputs go to the engine at once (one batch).
     void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
         try {
-            const std::string text = read_body(req, res, reader);
-            json body = json::parse(text, nullptr, false);
-            if (body.is_discarded() || !body.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+            const json body = json_body(req, res, reader);
             if (body.contains("model") && (!body["model"].is_string() || !known_model(body["model"])))
                 throw unknown_model(body["model"].is_string() ? body["model"].get<std::string>() : body["model"].dump());
-            if (body.contains("encoding_format") && body["encoding_format"] != "float")
-                throw_api(400, "'encoding_format' must be \"float\"", "encoding_format", "invalid_value");
+            const std::string encoding = body.contains("encoding_format") && body["encoding_format"].is_string()
+                                             ? body["encoding_format"].get<std::string>() : "float";
+            if (body.contains("encoding_format") && encoding != "float" && encoding != "base64")
+                throw_api(400, "'encoding_format' must be \"float\" or \"base64\"", "encoding_format", "invalid_value");
             if (!body.contains("input")) throw_api(400, "'input' is required", "input", "missing_field");
             const json& in = body["input"];
             std::vector<std::vector<int32_t>> inputs;
@@ -369,7 +439,8 @@ struct HttpServer::Impl {
             json data = json::array();
             for (size_t i = 0; i < r->vec.size(); ++i) {
                 if (!r->error[i].empty()) throw_api(500, "embedding failed: " + r->error[i], "", "generation_error", "server_error");
-                data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", r->vec[i]}});
+                json e = encoding == "base64" ? json(base64_floats(r->vec[i])) : json(r->vec[i]);
+                data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e}});
             }
             res.set_content(dump(json{{"object", "list"}, {"data", data}, {"model", opt.model_id},
                                       {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}),
@@ -377,6 +448,27 @@ struct HttpServer::Impl {
         } catch (const ApiError& e) {
             reject(res, e);
         }
+    }
+
+    // The vector's little-endian float32 bytes in base64 (what the openai clients ask for).
+    static std::string base64_floats(const std::vector<float>& v) {
+        static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        std::string bytes(v.size() * 4, '\0');
+        for (size_t i = 0; i < v.size(); ++i) {
+            uint32_t u;
+            std::memcpy(&u, &v[i], 4);
+            for (int k = 0; k < 4; ++k) bytes[i * 4 + k] = static_cast<char>(u >> (8 * k) & 0xFF);
+        }
+        std::string out;
+        for (size_t i = 0; i < bytes.size(); i += 3) {
+            const uint32_t n = (uint8_t(bytes[i]) << 16) | (i + 1 < bytes.size() ? uint8_t(bytes[i + 1]) << 8 : 0) |
+                               (i + 2 < bytes.size() ? uint8_t(bytes[i + 2]) : 0);
+            out += a[n >> 18 & 63];
+            out += a[n >> 12 & 63];
+            out += i + 1 < bytes.size() ? a[n >> 6 & 63] : '=';
+            out += i + 2 < bytes.size() ? a[n & 63] : '=';
+        }
+        return out;
     }
 
     [[noreturn]] static void wrong_input(const std::string& where) {
@@ -558,6 +650,8 @@ struct HttpServer::Impl {
         return body;
     }
 
+    struct Run;
+
     void generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, Endpoint ep) {
         // A slot among the concurrent requests, held until the response is written.
         struct Slot {
@@ -617,6 +711,12 @@ struct HttpServer::Impl {
             if (job.format == ResponseFormat::JSON_OBJECT) gr.grammar = any_object_grammar();
             else if (job.format == ResponseFormat::JSON_SCHEMA)
                 gr.grammar = compile_schema(job.schema, "response_format.json_schema.schema");
+            for (const auto& [tid, b] : job.logit_bias)
+                if (tid >= vocab.n_tokens())
+                    throw_api(400, "'logit_bias' names token " + std::to_string(tid) + ", outside the vocabulary (" +
+                                       std::to_string(vocab.n_tokens()) + " tokens)", "logit_bias", "invalid_value");
+            gr.logit_bias = job.logit_bias;
+            const GenerationRequest more_gr = job.n > 1 ? gr : GenerationRequest{};
             auto ch = std::make_shared<Channel>();
             uint64_t id;
             try {
@@ -626,7 +726,8 @@ struct HttpServer::Impl {
             } catch (const glia::Error& e) {
                 throw_api(400, e.what(), prompt_field, "invalid_request");
             }
-            auto run = std::make_shared<Run>(*this, std::move(job), ch, id, n_prompt, std::move(slot));
+            const Job more_job = job.n > 1 ? job : Job{};
+            auto run = std::make_shared<Run>(*this, std::move(job), ch, id, n_prompt, slot);
             if (run->job.stream) {
                 // The status (200) goes out now; a failure later ends the stream with an
                 // error event.
@@ -639,13 +740,28 @@ struct HttpServer::Impl {
                 // The whole result is awaited here, so its status is the outcome's: 200,
                 // or 504 for --timeout, 500 for a failure, 503 for shutdown.
                 Connection* conn = Connection::current();
-                if (!run->collect(conn)) {  // the client went away: nobody to answer
-                    close_connection(res);
-                    set_error(res, {499, "the client closed the connection", "invalid_request_error", "", "client_gone"});
-                    return;
+                std::vector<std::shared_ptr<Run>> runs{run};
+                if (more_job.n > 1 && !start_more(*run, more_job, more_gr, n_prompt, slot, runs)) return reject(res, *run->error);
+                for (auto& r : runs)
+                    if (!r->collect(conn)) {  // the client went away: nobody to answer
+                        for (auto& o : runs) o->cancel();
+                        close_connection(res);
+                        set_error(res, {499, "the client closed the connection", "invalid_request_error", "", "client_gone"});
+                        return;
+                    }
+                for (auto& r : runs)
+                    if (r->error) return set_error(res, *r->error);
+                json whole = run->whole();
+                for (size_t i = 1; i < runs.size(); ++i) {
+                    json c = runs[i]->whole();
+                    c["choices"][0]["index"] = i;
+                    whole["choices"].push_back(c["choices"][0]);
+                    whole["usage"]["completion_tokens"] = whole["usage"]["completion_tokens"].get<int>() +
+                                                          c["usage"]["completion_tokens"].get<int>();
                 }
-                if (run->error) set_error(res, *run->error);
-                else res.set_content(dump(run->whole()), "application/json");
+                whole["usage"]["total_tokens"] =
+                    whole["usage"]["prompt_tokens"].get<int>() + whole["usage"]["completion_tokens"].get<int>();
+                res.set_content(dump(whole), "application/json");
             }
         } catch (const ApiError& e) {
             reject(res, e);
@@ -889,6 +1005,36 @@ struct HttpServer::Impl {
             return ok;
         }
     };
+
+    // n > 1: the other choices start once the first has read the prompt, so that they find
+    // its pages in the prefix cache and compute only the prompt's last partial page. Each
+    // has its own sampler (seed + i when a seed was given). False (first->error set) when
+    // they cannot be queued.
+    bool start_more(Run& first, const Job& job, const GenerationRequest& gr, int n_prompt, const std::shared_ptr<void>& slot,
+                    std::vector<std::shared_ptr<Run>>& runs) {
+        while (!first.over() && first.n_generated == 0)
+            for (TokenLogprob& t : first.step()) first.all_lp.push_back(std::move(t));
+        std::vector<std::pair<GenerationRequest, TokenCallback>> more;
+        std::vector<std::shared_ptr<Channel>> chs;
+        for (int i = 1; i < job.n; ++i) {
+            GenerationRequest g = gr;
+            if (g.sampling.seed != 0xFFFFFFFFFFFFFFFFull) g.sampling.seed += i;
+            auto c = std::make_shared<Channel>();
+            chs.push_back(c);
+            more.emplace_back(std::move(g), [c](const TokenEvent& ev) { return c->push(ev); });
+        }
+        std::vector<uint64_t> ids;
+        try {
+            ids = engine.submit_batch(std::move(more));
+        } catch (const std::exception& e) {
+            first.cancel();
+            first.error = ApiError{503, std::string("the server is busy: ") + e.what(), "server_error", "", "queue_full"};
+            return false;
+        }
+        for (size_t i = 0; i < ids.size(); ++i) runs.push_back(std::make_shared<Run>(*this, job, chs[i], ids[i], n_prompt, slot));
+        return true;
+    }
+
 };
 
 HttpServer::HttpServer(Engine& engine, const Model& model, ServerOptions opt)

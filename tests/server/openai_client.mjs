@@ -104,7 +104,7 @@ async function expectError(fn, status, what) {
   check(false, `${what}: no error`);
 }
 await expectError(() => client.chat.completions.create({ model: 'no-such-model', messages }), 404, 'unknown model');
-await expectError(() => client.chat.completions.create({ model, messages, n: 2 }), 400, 'n=2');
+await expectError(() => client.chat.completions.create({ model, messages, n: 17 }), 400, 'n=17');
 await expectError(() => client.chat.completions.create({ model, messages, temperature: 'hot' }), 400, 'bad temperature');
 const bad = new OpenAI({ baseURL, apiKey: 'wrong-key', maxRetries: 0 });
 await expectError(() => bad.models.list(), 401, 'wrong key');

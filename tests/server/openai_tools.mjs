@@ -1,6 +1,7 @@
 // Drives `glia serve` (a model with a Hermes/Qwen chat template) with the official `openai`
 // npm package: a tool-call round trip, response_format json_schema at temperature 1 (50
-// runs, each output parsed and validated here), streamed tool calls with usage.
+// runs, each output parsed and validated here), streamed tool calls with usage, n: 3,
+// embeddings.
 // Usage: node openai_tools.mjs BASE_URL MODEL API_KEY. Exits non-zero on the first failure.
 import OpenAI from 'openai';
 
@@ -78,4 +79,20 @@ for (const r of runs) {
   check(valid(v), 'json_schema output validates', text);
 }
 console.log('ok json_schema x50');
+
+// n: 3 choices in one response.
+const three = await client.chat.completions.create({ model, messages, n: 3, max_tokens: 8, temperature: 1, seed: 4 });
+check(three.choices.length === 3 && three.choices.every((c, i) => c.index === i &&
+      typeof c.message.content === 'string'), 'n: 3 choices', three.choices);
+console.log('ok n=3');
+
+// Embeddings.
+const emb = await client.embeddings.create({ model, input: ['Once upon a time', 'The little dog'] });
+check(emb.data.length === 2 && emb.data[1].index === 1, 'embeddings data', emb.data.map((d) => d.index));
+for (const d of emb.data) {
+  const n = d.embedding.reduce((a, x) => a + x * x, 0);
+  check(d.embedding.length === 64 && Math.abs(n - 1) < 1e-4, 'embedding normalised', { len: d.embedding.length, n });
+}
+check(emb.usage.prompt_tokens > 0, 'embeddings usage', emb.usage);
+console.log('ok embeddings');
 console.log('ALL OK');

@@ -36,7 +36,7 @@ TEST(ServerEmbeddings, VectorsPerInputNormalisedAndStable) {
     // Errors.
     for (const json& bad : {json{{"input", 5}}, json{{"input", json::array({"a", 3})}}, json{{"input", ""}},
                             json{{"input", json::array({1, 99999})}}, json::object(),
-                            json{{"input", "x"}, {"encoding_format", "base64"}}}) {
+                            json{{"input", "x"}, {"encoding_format", "int8"}}}) {
         HttpResult e = post(srv, "/v1/embeddings", bad);
         EXPECT_EQ(e.status, 400) << bad.dump() << " -> " << e.body;
         EXPECT_TRUE(e.j["error"]["message"].is_string()) << e.body;

@@ -237,7 +237,7 @@ TEST_F(ServerHttp, ErrorsHaveTheRightStatusAndShape) {
     b["messages"] = "hi";
     expect_error(post(*srv, "/v1/chat/completions", b), 400, "messages");
     b = chat_body("hi");
-    b["n"] = 2;
+    b["n"] = 17;  // at most 16 choices
     expect_error(post(*srv, "/v1/chat/completions", b), 400, "n");
     b = chat_body("hi");
     b["model"] = "gpt-4";

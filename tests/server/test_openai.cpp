@@ -78,7 +78,7 @@ TEST(OpenAIParse, ErrorsNameTheField) {
         {R"({"messages":[{"role":"user","content":"hi"}],"stream":"yes"})", "stream"},
         {R"({"messages":[{"role":"user","content":"hi"}],"stop":5})", "stop"},
         {R"({"messages":[{"role":"user","content":"hi"}],"stop":["a",1]})", "stop[1]"},
-        {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", "n"},
+        {R"({"messages":[{"role":"user","content":"hi"}],"n":17})", "n"},
         {R"({"messages":[{"role":"user","content":"hi"}],"model":3})", "model"},
         {R"({"messages":[{"role":"user","content":"hi"}],"presence_penalty":9})", "presence_penalty"},
         {R"({"messages":[{"role":"user","content":"hi"}],"top_logprobs":2})", "top_logprobs"},
