@@ -142,6 +142,14 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         return d;
     };
     const int64_t K = s.K, N = s.N, T = s.T;
+    // Expert ids [n_used, T], distinct within a token: id(t, i) = (t * mul + i * step) % n_expert.
+    auto expert_ids = [&](int mul, int step) {
+        Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+        int32_t* id = ids->ptr<int32_t>();
+        for (int64_t t = 0; t < T; ++t)
+            for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) * mul + i * step) % s.n_expert;
+        return ids;
+    };
     Tensor* out = nullptr;
     switch (s.op) {
         case Op::MATMUL: {
@@ -283,10 +291,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         case Op::MOE_GATHER_WEIGHTS: {
             Tensor* probs = input(DType::F32, s.n_expert, T, 1, "probs");
             for (int64_t i = 0; i < probs->n_elements(); ++i) probs->ptr<float>()[i] = float(rng() % 1000) / 1000.0f;
-            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
-            int32_t* id = ids->ptr<int32_t>();
-            for (int64_t t = 0; t < T; ++t)
-                for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) + i * 3) % s.n_expert;
+            Tensor* ids = expert_ids(1, 3);
             out = g.moe_gather_weights(probs, ids, true);
             r.bytes = 4.0 * s.n_expert * T;
             break;
@@ -296,11 +301,8 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
             Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
             weights = {gw, uw, dw};
-            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+            Tensor* ids = expert_ids(5, 1);
             Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
-            int32_t* id = ids->ptr<int32_t>();
-            for (int64_t t = 0; t < T; ++t)
-                for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) * 5 + i) % s.n_expert;
             GluParams gp;
             gp.kind = GluKind::SITU;
             gp.beta = 2.0f;
@@ -345,10 +347,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             if (s.op == Op::MOE_TOPK) {
                 out = g.moe_topk(l, s.n_used);
             } else {
-                Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
-                for (int64_t t = 0; t < T; ++t)
-                    for (int i = 0; i < s.n_used; ++i) ids->ptr<int32_t>()[t * s.n_used + i] = (int32_t(t) + i * 3) % s.n_expert;
-                out = g.moe_weights(l, ids, true);
+                out = g.moe_weights(l, expert_ids(1, 3), true);
             }
             r.bytes = 4.0 * s.n_expert * T;
             break;
@@ -358,10 +357,8 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
             Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
             weights = {gw, uw, dw};
-            Tensor* ids = input(DType::I32, s.n_used, T, 1, "ids");
+            Tensor* ids = expert_ids(5, 1);
             Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
-            for (int64_t t = 0; t < T; ++t)
-                for (int i = 0; i < s.n_used; ++i) ids->ptr<int32_t>()[t * s.n_used + i] = (int32_t(t) * 5 + i) % s.n_expert;
             out = g.moe_experts(input(DType::F32, K, T, 1, "x"), gw, uw, dw, ids, wt);
             const double used = std::min<double>(s.n_expert, double(s.n_used) * T);
             r.bytes = used * 3.0 * row_bytes(s.type, K) * N;

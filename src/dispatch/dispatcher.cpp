@@ -325,12 +325,6 @@ std::string Dispatcher::describe(const DispatchPlan& plan) const {
     return os.str();
 }
 
-std::vector<size_t> Dispatcher::arena_bytes() const {
-    std::vector<size_t> v;
-    for (const auto& a : arenas_) v.push_back(a.cap);
-    return v;
-}
-
 void Dispatcher::print_profile(FILE* out) const {
     double total = 0;
     for (const auto& [k, s] : stats_) total += s.seconds;

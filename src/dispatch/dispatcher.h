@@ -80,8 +80,6 @@ public:
     // Which ops ran where and every copy, for a plan (glia run -v).
     std::string describe(const DispatchPlan& plan) const;
     void print_profile(FILE* out) const;
-    // Arena capacity per device (bytes).
-    std::vector<size_t> arena_bytes() const;
 
 private:
     int assign(const Node& n, const std::function<int(const Tensor*)>& location) const;

@@ -269,7 +269,6 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
     }
     g.set_output(out);
     sg.plan = dispatcher_->compile(g);
-    ++plans_compiled_;
 }
 
 Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {

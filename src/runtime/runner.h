@@ -86,7 +86,6 @@ public:
     // The device index (into the placement) of a layer's state; -1: the layer has none.
     int state_device(int il) const { return state_dev_[il]; }
     size_t state_bytes() const { return state_bytes_; }
-    size_t plans_compiled() const { return plans_compiled_; }
     // Debug dumps of every node to `out` (before the first forward).
     void set_debug(FILE* out) { dispatcher_->set_debug(out); }
 
@@ -114,7 +113,6 @@ private:
     std::unique_ptr<Dispatcher> dispatcher_;
     std::map<ShapeKey, std::unique_ptr<StepGraph>> plans_;
     uint64_t use_clock_ = 0;
-    size_t plans_compiled_ = 0;
     int last_n_out_ = 0;
 };
 

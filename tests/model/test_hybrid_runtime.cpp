@@ -13,6 +13,7 @@
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "greedy_alone.h"
 #include "test_util.h"
 #include "tokenizer/vocab.h"
 
@@ -87,22 +88,6 @@ struct Collector {
     }
 };
 
-std::vector<int32_t> greedy_alone(const Model& m, const std::vector<int32_t>& prompt, int n) {
-    SessionOptions so;
-    so.n_ctx = static_cast<int>(prompt.size()) + n + 1;
-    so.n_threads = 2;
-    Session s(m, so);
-    std::vector<int32_t> out;
-    std::vector<float> l = s.decode(prompt, false);
-    for (int i = 0; i < n; ++i) {
-        const int32_t t = argmax(l.data(), s.n_vocab());
-        if (m.vocab().is_eog(t)) break;
-        out.push_back(t);
-        if (i + 1 < n) l = s.decode({t}, false);
-    }
-    return out;
-}
-
 // 8 sequences at once in the serving engine (prompts prefilled in chunks of 5 while the
 // others decode) give the tokens each gives alone.
 void expect_engine_streams_equal_alone(const std::string& stem) {
@@ -131,9 +116,9 @@ void expect_engine_streams_equal_alone(const std::string& stem) {
     size_t distinct = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
         col[i]->wait();
-        const std::vector<int32_t> alone = greedy_alone(*m, prompts[i], 20);
+        const std::vector<int32_t> alone = test::greedy_alone(*m, prompts[i], 20);
         EXPECT_EQ(col[i]->tokens, alone) << stem << " sequence " << i;
-        if (i > 0 && alone != greedy_alone(*m, prompts[0], 20)) ++distinct;
+        if (i > 0 && alone != test::greedy_alone(*m, prompts[0], 20)) ++distinct;
     }
     EXPECT_GT(distinct, 3u) << stem << ": the prompts should lead to different continuations";
     EXPECT_EQ(engine.stats().requests_finished, prompts.size());

@@ -12,6 +12,7 @@
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "greedy_alone.h"
 #include "test_util.h"
 #include "tokenizer/vocab.h"
 
@@ -25,22 +26,6 @@ const char* kPrompts[] = {
     "The cat sat",       "Ben liked to run",              "A bird flew",     "The boat was small",
     "She found a shell", "They ate cake",                 "The moon was up", "He saw a frog",
 };
-
-std::vector<int32_t> greedy_alone(const Model& m, const std::vector<int32_t>& prompt, int n) {
-    SessionOptions so;
-    so.n_ctx = static_cast<int>(prompt.size()) + n + 1;
-    so.n_threads = 2;
-    Session s(m, so);
-    std::vector<int32_t> out;
-    std::vector<float> l = s.decode(prompt, false);
-    for (int i = 0; i < n; ++i) {
-        const int32_t t = argmax(l.data(), s.n_vocab());
-        if (m.vocab().is_eog(t)) break;
-        out.push_back(t);
-        if (i + 1 < n) l = s.decode({t}, false);
-    }
-    return out;
-}
 
 struct Collector {
     std::mutex mu;
@@ -91,7 +76,7 @@ void check_batched_equals_alone(const std::string& model_file, int n_requests, i
     }
     for (int i = 0; i < n_requests; ++i) {
         col[i]->wait();
-        EXPECT_EQ(col[i]->tokens, greedy_alone(*m, prompts[i], n_tokens)) << model_file << " request " << i;
+        EXPECT_EQ(col[i]->tokens, test::greedy_alone(*m, prompts[i], n_tokens)) << model_file << " request " << i;
     }
     const EngineStats st = engine.stats();
     EXPECT_EQ(st.requests_finished, static_cast<uint64_t>(n_requests));
@@ -125,7 +110,7 @@ TEST(Engine, CancelledStreamFreesItsBlocksAndOthersContinue) {
     b.wait();
     EXPECT_EQ(a.finish, FinishReason::CANCELLED);
     EXPECT_EQ(a.tokens.size(), 5u);
-    EXPECT_EQ(b.tokens, greedy_alone(*m, p1, 30));
+    EXPECT_EQ(b.tokens, test::greedy_alone(*m, p1, 30));
     const EngineStats st = engine.stats();
     EXPECT_EQ(st.requests_cancelled, 1u);
     EXPECT_EQ(st.kv_blocks_used, 0);

@@ -14,29 +14,13 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
+#include "greedy_alone.h"
 #include "test_util.h"
 #include "tokenizer/vocab.h"
 
 using namespace glia;
 
 namespace {
-
-// The request computed alone, from nothing.
-std::vector<int32_t> reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
-    SessionOptions so;
-    so.n_ctx = static_cast<int>(prompt.size()) + n + 1;
-    so.n_threads = 2;
-    Session s(m, so);
-    std::vector<int32_t> out;
-    std::vector<float> l = s.decode(prompt, false);
-    for (int i = 0; i < n; ++i) {
-        const int32_t t = argmax(l.data(), s.n_vocab());
-        if (m.vocab().is_eog(t)) break;
-        out.push_back(t);
-        if (i + 1 < n) l = s.decode({t}, false);
-    }
-    return out;
-}
 
 struct Reply {
     std::mutex mu;
@@ -131,7 +115,7 @@ void check_concurrent_isolation(const std::string& file, int n_ctx, int n_parall
             }
             for (size_t i = 0; i < prompts.size(); ++i) {
                 replies[i]->wait();
-                EXPECT_EQ(replies[i]->tokens, reference(*m, prompts[i], n_gen))
+                EXPECT_EQ(replies[i]->tokens, test::greedy_alone(*m, prompts[i], n_gen))
                     << file << " round " << round << " wave " << wave << " request " << i << " (reused "
                     << replies[i]->n_cached << " tokens)";
             }
@@ -163,7 +147,7 @@ void check_conversation(const std::string& file, int turns, int n_gen) {
         Reply r;
         engine.submit(greedy(prompt, n_gen), r.callback());
         r.wait();
-        EXPECT_EQ(r.tokens, reference(*m, prompt, n_gen)) << file << " turn " << t;
+        EXPECT_EQ(r.tokens, test::greedy_alone(*m, prompt, n_gen)) << file << " turn " << t;
         const int n_prompt = static_cast<int>(prompt.size());
         // Whole pages of what the previous turn computed. A recurrent model restarts from
         // a checkpoint, which is there too: that boundary ended a decode step, or the
@@ -223,7 +207,7 @@ TEST(PrefixCache, CanBeTurnedOff) {
             engine.submit(g, r.callback());
             r.wait();
             EXPECT_EQ(r.n_cached, 0);
-            EXPECT_EQ(r.tokens, reference(*m, p, 8));
+            EXPECT_EQ(r.tokens, test::greedy_alone(*m, p, 8));
         }
         EXPECT_EQ(engine.stats().prefix_tokens_reused, 0u);
     }

@@ -196,11 +196,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
             // The prompt phase is one forward pass over all prompts when N*pp <= -b, else
             // each pass takes b/N tokens of every prompt.
             eo.prefill_chunk = static_cast<int>(std::clamp<long long>(n_batch / np, 1, pp));
-            {
-                DeviceChoice dc = device_choice(a, model, eo.n_ctx, np);
-                eo.placement = std::move(dc.placement);
-                eo.devices = std::move(dc.devices);
-            }
+            use_devices(a, model, eo.n_ctx, np, eo);
             Engine engine(model, eo);
             BatchedResult r;
             r.n_parallel = np;
@@ -354,11 +350,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             so.n_ctx = std::max(t.p + t.n, 16);
             so.n_threads = nt;
             so.n_batch = static_cast<int>(std::min<long long>(n_batch, std::max(t.p, 1)));
-            {
-                DeviceChoice dc = device_choice(a, *model, so.n_ctx);
-                so.placement = std::move(dc.placement);
-                so.devices = std::move(dc.devices);
-            }
+            use_devices(a, *model, so.n_ctx, 1, so);
             Session s(*model, so);
             Result r;
             r.n_prompt = t.p;

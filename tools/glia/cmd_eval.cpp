@@ -126,11 +126,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = a.integer("-c") > 0 ? static_cast<int>(a.integer("-c")) : n_prompt + n_predict;
     so.cpu_ops = cpu_ops_option(a);
-    {
-        DeviceChoice dc = device_choice(a, *model, so.n_ctx);
-        so.placement = std::move(dc.placement);
-        so.devices = std::move(dc.devices);
-    }
+    use_devices(a, *model, so.n_ctx, 1, so);
     Session s(*model, so);
     const int V = s.n_vocab();
     ForcedRouting forced;

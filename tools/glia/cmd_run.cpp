@@ -53,11 +53,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     const auto t_load = Clock::now();
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
-    {
-        DeviceChoice dc = device_choice(a, *model, so.n_ctx);
-        so.placement = std::move(dc.placement);
-        so.devices = std::move(dc.devices);
-    }
+    use_devices(a, *model, so.n_ctx, 1, so);
     Session s(*model, so);
     Sampler sampler(sp);
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

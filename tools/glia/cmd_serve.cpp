@@ -107,11 +107,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
 
     const std::string path = model_path(a);
     auto model = load_model(path);
-    {
-        DeviceChoice dc = device_choice(a, *model, eo.n_ctx, eo.n_parallel);
-        eo.placement = std::move(dc.placement);
-        eo.devices = std::move(dc.devices);
-    }
+    use_devices(a, *model, eo.n_ctx, eo.n_parallel, eo);
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
     so.verbose = a.has("-v");

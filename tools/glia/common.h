@@ -39,6 +39,13 @@ struct DeviceChoice {
     std::vector<Backend*> devices;  // for placement.devices[1..]
 };
 DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq = 1);
+// The same, written into a SessionOptions or EngineOptions (placement, devices).
+template <class Options>
+void use_devices(const Args& a, const Model& m, int n_ctx, int n_seq, Options& o) {
+    DeviceChoice dc = device_choice(a, m, n_ctx, n_seq);
+    o.placement = std::move(dc.placement);
+    o.devices = std::move(dc.devices);
+}
 // The --cpu-ops list (error naming an unknown op).
 std::vector<Op> cpu_ops_option(const Args& a);
 // -t and -c, range-checked: threads 0..kMaxThreads, context lo..kMaxContext (0 = the model's).
