@@ -44,7 +44,8 @@ void launch_rms_norm(const Node& n, cudaStream_t s);
 void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP, SWIGLU, GEGLU
 void launch_rope(const Node& n, cudaStream_t s);
 void launch_matmul(const Node& n, cudaStream_t s);
-void launch_attention(const Node& n, cudaStream_t s);
+void launch_attention(const Node& n, cudaStream_t s, float* scratch);
+size_t attention_scratch_bytes(const Node& n);  // the split results launch_attention needs
 bool matmul_type_supported(DType t);
 void launch_moe_route(const Node& n, cudaStream_t s);   // MOE_TOPK, MOE_WEIGHTS
 void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);

@@ -1,7 +1,10 @@
 // The CUDA backend: device memory from cudaMalloc (traced with GLIA_TRACE_ALLOC=1),
-// one compute stream, weights uploaded once per process at load (prepare_weight), and
-// segments that launch one kernel per node on the stream. supports() names exactly the
-// ops and types with a kernel here; the dispatcher runs the rest on the CPU.
+// one compute stream, weights uploaded once per process at load (prepare_weight; 2-D
+// Q4_K/Q6_K/Q8_0 weights are repacked for the matmul, packed.cuh), and segments that
+// launch one kernel per node on the stream; runs of kernels between copies are captured
+// as a CUDA graph on their second run and replayed after (GLIA_CUDA_GRAPHS=0: never).
+// supports() names exactly the ops and types with a kernel here; the dispatcher runs the
+// rest on the CPU.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <mutex>
 
 #include "common.cuh"
+#include "packed.cuh"
 
 namespace glia::cuda {
 
@@ -40,18 +44,36 @@ namespace {
 
 bool is(const Tensor* t, DType d) { return t && t->type == d; }
 
+bool is_weight(const Tensor* t) { return t && t->root()->role == TensorRole::WEIGHT; }
+// A weight operand this backend keeps packed (prepare_weight packs every packable root).
+bool packed_weight(const Tensor* t) { return is_weight(t) && packable(*t); }
+// A view into a packed weight: no kernel reads those (the CPU does).
+bool view_of_packed(const Tensor* t) { return is_weight(t) && t->view_src && packable(*t->root()); }
+
 class CudaBackend;
 
 class CudaSegment : public Segment {
 public:
     CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes);
+    ~CudaSegment() override;
     void run(NodeTimer* timer) override;
 
 private:
+    void launch_range(size_t first, size_t count);
     CudaBackend& b_;
     std::vector<Node> nodes_;
     std::vector<const Node*> orig_;
-    std::deque<Tensor> weights_;  // weight operands pointing at their device copies
+    std::vector<uint8_t> packed_;  // per node: operand 0 is a packed weight
+    std::deque<Tensor> weights_;   // weight operands pointing at their device copies
+    // Runs of kernels between copies; each is captured as a graph on its second run.
+    struct Run {
+        size_t first = 0, count = 0;
+        bool copy = false;
+        int runs = 0;
+        cudaGraphExec_t exec = nullptr;
+        uint64_t scratch_gen = 0;
+    };
+    std::vector<Run> runs_;
 };
 
 class CudaBackend : public Backend {
@@ -63,6 +85,8 @@ public:
         GLIA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream on " + name_);
         const char* e = std::getenv("GLIA_TRACE_ALLOC");
         trace_ = e && *e && *e != '0';
+        const char* g = std::getenv("GLIA_CUDA_GRAPHS");
+        graphs_ = !(g && *g == '0');
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
@@ -75,6 +99,10 @@ public:
 
     bool supports(const Node& n) const override {
         const auto& s = n.src;
+        for (int i = 0; i < kMaxOperands; ++i) {
+            if (view_of_packed(s[i])) return false;
+            if (packed_weight(s[i]) && !(i == 0 && (n.op == Op::MATMUL || n.op == Op::GET_ROWS))) return false;
+        }
         switch (n.op) {
             case Op::GET_ROWS: return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0;
             case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32)) && s[0]->ne[3] == 1;
@@ -83,6 +111,7 @@ public:
             case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32) && s[0]->ne[3] == 1;
             case Op::ROPE: return is(s[0], DType::F32) && is(s[1], DType::I32);
             case Op::MATMUL:
+                if (packed_weight(s[0])) return is(s[1], DType::F32);
                 return s[0] && matmul_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::F32) &&
                        s[0]->ne[2] == 1;
             case Op::ATTENTION: {
@@ -90,7 +119,9 @@ public:
                 const Tensor* v = s[AttnArg::V];
                 return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) &&
                        is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
-                       q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256;
+                       q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256 &&
+                       q->ne[1] % s[AttnArg::K]->ne[1] == 0 &&
+                       q->ne[1] / s[AttnArg::K]->ne[1] * q->ne[0] * 4 <= 48 * 1024;
             }
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
             case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
@@ -146,9 +177,23 @@ public:
                 return;
             }
         }
-        void* d = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
-        GLIA_CUDA_CHECK(cudaMemcpyAsync(d, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
-                        "uploading '" + w.name + "' to " + name_);
+        void* d = nullptr;
+        if (packable(w)) {
+            // Upload the GGUF rows, repack them on the device, drop the upload.
+            const PackedShape ps = packed_shape(w);
+            void* raw = alloc(w.nbytes(), MemoryKind::STAGING, w.name + " (upload for packing)");
+            GLIA_CUDA_CHECK(cudaMemcpyAsync(raw, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
+                            "uploading '" + w.name + "' to " + name_);
+            d = alloc(ps.main_bytes() + ps.side_bytes(w.type), MemoryKind::WEIGHTS, w.name + " (packed)");
+            launch_pack(w.type, static_cast<const uint8_t*>(raw), w.nb[1], ps, d, stream_);
+            GLIA_CUDA_CHECK(cudaGetLastError(), "packing '" + w.name + "' on " + name_);
+            GLIA_CUDA_CHECK(cudaStreamSynchronize(stream_), "packing '" + w.name + "' on " + name_);
+            free(raw);
+        } else {
+            d = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
+            GLIA_CUDA_CHECK(cudaMemcpyAsync(d, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
+                            "uploading '" + w.name + "' to " + name_);
+        }
         std::lock_guard<std::mutex> lk(mu_);
         weights_[w.data] = {d, 1};
     }
@@ -200,16 +245,23 @@ public:
         GLIA_CUDA_CHECK(cudaStreamSynchronize(stream_), "waiting for " + name_);
     }
 
-    void launch(const Node& n) {
+    // `packed`: operand 0 is a packed weight (packed.cuh).
+    void launch(const Node& n, bool packed = false) {
         switch (n.op) {
-            case Op::GET_ROWS: launch_get_rows(n, stream_); break;
+            case Op::GET_ROWS:
+                if (packed) launch_get_rows_packed(n, stream_);
+                else launch_get_rows(n, stream_);
+                break;
             case Op::RMS_NORM: launch_rms_norm(n, stream_); break;
             case Op::ADD: case Op::MUL: case Op::SCALE: case Op::SOFTCAP: case Op::SWIGLU: case Op::GEGLU:
                 launch_binary(n, stream_);
                 break;
             case Op::ROPE: launch_rope(n, stream_); break;
-            case Op::MATMUL: launch_matmul(n, stream_); break;
-            case Op::ATTENTION: launch_attention(n, stream_); break;
+            case Op::MATMUL:
+                if (packed) launch_matmul_packed(n, stream_, scratch(matmul_packed_scratch_bytes(n)));
+                else launch_matmul(n, stream_);
+                break;
+            case Op::ATTENTION: launch_attention(n, stream_, scratch(attention_scratch_bytes(n))); break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
             case Op::MOE_EXPERTS: launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n))); break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
@@ -232,13 +284,19 @@ public:
             }
             scratch_ = alloc(bytes, MemoryKind::ACTIVATIONS, "op scratch");
             scratch_bytes_ = bytes;
+            ++scratch_gen_;
         }
         return static_cast<float*>(scratch_);
     }
+    // Changes whenever the scratch moves (captured graphs hold its address).
+    uint64_t scratch_gen() const { return scratch_gen_; }
+    bool graphs() const { return graphs_; }
 
 private:
     void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
+    uint64_t scratch_gen_ = 0;
+    bool graphs_ = true;
     int ordinal_;
     std::string name_;
     cudaStream_t stream_ = nullptr;
@@ -266,12 +324,59 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         }
         nodes_.push_back(m);
         orig_.push_back(n);
+        packed_.push_back(packed_weight(n->src[0]) ? 1 : 0);
     }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        const bool copy = nodes_[i].op == Op::COPY;
+        if (runs_.empty() || runs_.back().copy || copy) runs_.push_back(Run{i, 0, copy});
+        ++runs_.back().count;
+    }
+}
+
+CudaSegment::~CudaSegment() {
+    for (Run& r : runs_)
+        if (r.exec) cudaGraphExecDestroy(r.exec);
+}
+
+void CudaSegment::launch_range(size_t first, size_t count) {
+    for (size_t i = first; i < first + count; ++i) b_.launch(nodes_[i], packed_[i] != 0);
 }
 
 void CudaSegment::run(NodeTimer* timer) {
     if (!timer) {
-        for (const Node& n : nodes_) b_.launch(n);
+        const cudaStream_t st = b_.stream();
+        for (Run& r : runs_) {
+            if (r.copy || !b_.graphs() || r.count < 2) {
+                launch_range(r.first, r.count);
+                continue;
+            }
+            if (r.exec && r.scratch_gen == b_.scratch_gen()) {
+                GLIA_CUDA_CHECK(cudaGraphLaunch(r.exec, st), std::string("replaying a step on ") + b_.name());
+                continue;
+            }
+            if (r.runs++ == 0) {  // the first run sizes the scratch; capture on the next
+                launch_range(r.first, r.count);
+                continue;
+            }
+            GLIA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal),
+                            std::string("capturing a step on ") + b_.name());
+            cudaGraph_t g = nullptr;
+            try {
+                launch_range(r.first, r.count);
+            } catch (...) {
+                cudaStreamEndCapture(st, &g);
+                if (g) cudaGraphDestroy(g);
+                throw;
+            }
+            GLIA_CUDA_CHECK(cudaStreamEndCapture(st, &g), std::string("capturing a step on ") + b_.name());
+            if (r.exec) cudaGraphExecDestroy(r.exec);
+            r.exec = nullptr;
+            const cudaError_t err = cudaGraphInstantiate(&r.exec, g, 0);
+            cudaGraphDestroy(g);
+            GLIA_CUDA_CHECK(err, std::string("instantiating a step graph on ") + b_.name());
+            r.scratch_gen = b_.scratch_gen();
+            GLIA_CUDA_CHECK(cudaGraphLaunch(r.exec, st), std::string("replaying a step on ") + b_.name());
+        }
         return;
     }
     // Timed: an event pair per node (GLIA_PROFILE, the op harness).
@@ -280,7 +385,7 @@ void CudaSegment::run(NodeTimer* timer) {
     cudaEventCreate(&e1);
     for (size_t i = 0; i < nodes_.size(); ++i) {
         cudaEventRecord(e0, b_.stream());
-        b_.launch(nodes_[i]);
+        b_.launch(nodes_[i], packed_[i] != 0);
         cudaEventRecord(e1, b_.stream());
         cudaEventSynchronize(e1);
         float ms = 0;

@@ -1,8 +1,12 @@
-// ATTENTION, first version: store this batch's K/V rows (f16) into their cells, then one
-// warp per (token, query head) walks the cells it may see in order with an online softmax;
-// each lane holds head_dim / 32 of q and of the accumulator. q is rounded to f16 for q.k
-// and the weights to f16 for the product with V, as the CPU and the reference do. No
-// length limit (cells are streamed); the tiled tensor-core version is issue 12's.
+// ATTENTION: store this batch's K/V rows (f16) into their cells, then attend. Each token's
+// visible cells are cut into up to kMaxSplit splits of at least kSplitCells cells (the
+// split depends on the token's own position only, never on the batch, so a batch changes
+// no bits); a block takes one (split, KV head, token) and its warps the query heads that
+// share that KV head. A warp scores 32 cells at once (a lane per cell, q from shared
+// memory), keeps an online softmax, and accumulates V with lanes over the value dims.
+// Splits write their (max, sum, accumulator) and a second kernel merges them. q is
+// rounded to f16 for q.k and the weights to f16 for the product with V, as the CPU and
+// the reference do. No length limit: cells are streamed.
 #include "common.cuh"
 
 namespace glia::cuda {
@@ -17,58 +21,163 @@ __global__ void store_kv_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* 
     for (int64_t i = threadIdx.x; i < n_kv * hd_v; i += blockDim.x) vr[i] = f2h(v.f(i / hd_v, t)[i % hd_v]);
 }
 
-constexpr int kMaxPerLane = 8;  // head sizes up to 256
+constexpr int kMaxPerLane = 8;  // value head sizes up to 256
+constexpr int kSplitCells = 64;
+constexpr int kMaxSplit = 8;
+constexpr int kWarps = 4;
 
-__global__ void attend_kernel(Rows q, const uint16_t* kc, int64_t kc_row, const uint16_t* vc, int64_t vc_row,
-                              const int32_t* pos, const int32_t* seq, const int32_t* pages, int64_t pages_row,
-                              AttnParams ap, float* out, int64_t hd, int64_t hd_v, int64_t n_head, int64_t group,
-                              int64_t T) {
-    const int lane = threadIdx.x % 32;
-    const int64_t job = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+__device__ __forceinline__ int n_splits(int len) { return min(kMaxSplit, (len + kSplitCells - 1) / kSplitCells); }
+
+struct AttnJob {
+    Rows q;
+    const uint16_t* kc;
+    int64_t kc_row;
+    const uint16_t* vc;
+    int64_t vc_row;
+    const int32_t* pos;
+    const int32_t* seq;
+    const int32_t* pages;
+    int64_t pages_row;
+    AttnParams ap;
+    float* out;
+    float* part;  // [T][n_head][kMaxSplit][hd_v + 2]
+    int hd, hd_v, n_head, group;
+};
+
+__device__ __forceinline__ int visible_lo(const AttnParams& ap, int p) { return ap.window > 0 ? max(0, p - ap.window + 1) : 0; }
+
+// grid (kMaxSplit, n_kv, T), kWarps warps; dynamic shared memory: group * hd floats.
+__global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
+    extern __shared__ float qs[];
+    const int split = blockIdx.x, hk = blockIdx.y;
+    const int64_t t = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int p = J.pos[t];
+    const int lo = visible_lo(J.ap, p);
+    const int len = p - lo + 1;
+    const int ns = n_splits(len);
+    if (split >= ns) return;
+    const int per = ((len + ns - 1) / ns + 31) / 32 * 32;
+    const int c0 = lo + split * per, c1 = min(p + 1, c0 + per);
+    const int hd = J.hd, hd_v = J.hd_v, group = J.group;
+    for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
+        const int hh = i / hd;
+        qs[i] = round_h(J.q.f(hk * group + hh, t)[i % hd]);
+    }
+    __syncthreads();
+    const int32_t* table = J.pages + int64_t(J.seq[t]) * J.pages_row;
+    const int bs = J.ap.block_size;
+    const int per_v = hd_v / 32;
+    for (int hh = warp; hh < group; hh += kWarps) {
+        const int h = hk * group + hh;
+        const float* qh = qs + hh * hd;
+        float m = -INFINITY, l = 0.0f, acc[kMaxPerLane];
+#pragma unroll
+        for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.0f;
+        for (int cb = c0; cb < c1; cb += 32) {
+            const int c = cb + lane;
+            const bool valid = c < c1;
+            int64_t cell = 0;
+            float s = -INFINITY;
+            if (valid) {
+                cell = int64_t(table[c / bs]) * bs + c % bs;
+                const int4* kr = reinterpret_cast<const int4*>(J.kc + cell * J.kc_row + int64_t(hk) * hd);
+                float d = 0.0f;
+                for (int i = 0; i < hd / 8; ++i) {
+                    const int4 kv = __ldg(kr + i);
+                    const __half2* k2 = reinterpret_cast<const __half2*>(&kv);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float2 kf = __half22float2(k2[e]);
+                        d += qh[8 * i + 2 * e] * kf.x;
+                        d += qh[8 * i + 2 * e + 1] * kf.y;
+                    }
+                }
+                s = d * J.ap.scale;
+                if (J.ap.softcap > 0) s = J.ap.softcap * tanhf(s / J.ap.softcap);
+            }
+            const float m_new = fmaxf(m, warp_max(s));
+            const float corr = expf(m - m_new);
+            const float e = valid ? expf(s - m_new) : 0.0f;
+            l = l * corr + warp_sum(e);
+            const float pe = round_h(e);
+#pragma unroll
+            for (int i = 0; i < kMaxPerLane; ++i) acc[i] *= corr;
+            const int n = min(32, c1 - cb);
+            for (int j = 0; j < n; ++j) {
+                const float pj = __shfl_sync(0xffffffffu, pe, j);
+                const int64_t cj = __shfl_sync(0xffffffffu, cell, j);
+                const uint16_t* vr = J.vc + cj * J.vc_row + int64_t(hk) * hd_v + lane * per_v;
+#pragma unroll
+                for (int i = 0; i < kMaxPerLane; ++i)
+                    if (i < per_v) acc[i] += pj * h2f(vr[i]);
+            }
+            m = m_new;
+        }
+        if (ns == 1) {
+            float* o = J.out + (t * J.n_head + h) * hd_v + lane * per_v;
+            const float inv = 1.0f / l;
+#pragma unroll
+            for (int i = 0; i < kMaxPerLane; ++i)
+                if (i < per_v) o[i] = acc[i] * inv;
+        } else {
+            float* pp = J.part + ((t * J.n_head + h) * kMaxSplit + split) * (hd_v + 2);
+            if (lane == 0) {
+                pp[0] = m;
+                pp[1] = l;
+            }
+#pragma unroll
+            for (int i = 0; i < kMaxPerLane; ++i)
+                if (i < per_v) pp[2 + lane * per_v + i] = acc[i];
+        }
+    }
+}
+
+// One warp per (token, head) whose cells were split: merge the splits' partial results.
+__global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const float* part, float* out, int n_head,
+                                    int hd_v, int64_t T) {
+    const int64_t job = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
     if (job >= T * n_head) return;
-    const int64_t t = job / n_head, h = job % n_head, hk = h / group;
+    const int64_t t = job / n_head;
     const int p = pos[t];
-    const int lo = ap.window > 0 ? max(0, p - ap.window + 1) : 0;
-    const int32_t* table = pages + int64_t(seq[t]) * pages_row;
-    const float* qr = q.f(h, t);
-    float qv[kMaxPerLane], acc[kMaxPerLane];
-    const int per = int(hd / 32), per_v = int(hd_v / 32);
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-        qv[i] = i < per ? round_h(qr[lane * per + i]) : 0.0f;
-        acc[i] = 0.0f;
+    const int ns = n_splits(p - visible_lo(ap, p) + 1);
+    if (ns == 1) return;
+    const float* pp = part + job * kMaxSplit * (hd_v + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < ns; ++s) M = fmaxf(M, pp[s * (hd_v + 2)]);
+    float L = 0.0f;
+    for (int s = 0; s < ns; ++s) {
+        const float ms = pp[s * (hd_v + 2)];
+        if (ms > -INFINITY) L += pp[s * (hd_v + 2) + 1] * expf(ms - M);
     }
-    float m = -INFINITY, l = 0.0f;
-    for (int c = lo; c <= p; ++c) {
-        const int64_t cell = int64_t(table[c / ap.block_size]) * ap.block_size + c % ap.block_size;
-        const uint16_t* kr = kc + cell * kc_row + hk * hd + lane * per;
-        float d = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i)
-            if (i < per) d += qv[i] * h2f(kr[i]);
-        float s = warp_sum(d) * ap.scale;
-        if (ap.softcap > 0) s = ap.softcap * tanhf(s / ap.softcap);
-        const float m_new = fmaxf(m, s);
-        const float corr = expf(m - m_new);
-        const float e = expf(s - m_new);
-        l = l * corr + e;
-        const float pe = round_h(e);
-        const uint16_t* vr = vc + cell * vc_row + hk * hd_v + lane * per_v;
-#pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i)
-            if (i < per_v) acc[i] = acc[i] * corr + pe * h2f(vr[i]);
-        m = m_new;
+    const float inv = 1.0f / L;
+    for (int i = lane; i < hd_v; i += 32) {
+        float a = 0.0f;
+        for (int s = 0; s < ns; ++s) {
+            const float ms = pp[s * (hd_v + 2)];
+            if (ms > -INFINITY) a += pp[s * (hd_v + 2) + 2 + i] * expf(ms - M);
+        }
+        out[job * hd_v + i] = a * inv;
     }
-    float* o = out + t * (n_head * hd_v) + h * hd_v + lane * per_v;
-    const float inv = 1.0f / l;
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i)
-        if (i < per_v) o[i] = acc[i] * inv;
+}
+
+// Tokens per launch, so that the split results fit the scratch budget.
+int64_t tokens_per_launch(int64_t n_head, int64_t hd_v) {
+    const int64_t per_token = n_head * kMaxSplit * (hd_v + 2) * 4;
+    return std::max<int64_t>(1, (int64_t(256) << 20) / per_token);
 }
 
 }  // namespace
 
-void launch_attention(const Node& n, cudaStream_t s) {
+size_t attention_scratch_bytes(const Node& n) {
+    const Tensor& q = *n.src[AttnArg::Q];
+    const Tensor& v = *n.src[AttnArg::V];
+    const int64_t T = std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0]));
+    return size_t(T * q.ne[1] * kMaxSplit * (v.ne[0] + 2) * 4);
+}
+
+void launch_attention(const Node& n, cudaStream_t s, float* scratch) {
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& k = *n.src[AttnArg::K];
     const Tensor& v = *n.src[AttnArg::V];
@@ -79,11 +188,32 @@ void launch_attention(const Node& n, cudaStream_t s) {
                                                 kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(),
                                                 int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
     const Tensor& pages = *n.src[AttnArg::PAGES];
-    const int64_t jobs = T * n_head;
-    attend_kernel<<<unsigned((jobs + 3) / 4), 128, 0, s>>>(
-        Rows::of(q), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2),
-        n.src[AttnArg::POS]->ptr<int32_t>(), n.src[AttnArg::SEQ]->ptr<int32_t>(), pages.ptr<int32_t>(),
-        int64_t(pages.nb[1] / 4), n.p<AttnParams>(), n.out->ptr<float>(), hd, hd_v, n_head, n_head / n_kv, T);
+    const int64_t group = n_head / n_kv;
+    const int64_t chunk = tokens_per_launch(n_head, hd_v);
+    const size_t smem = size_t(group * hd) * 4;
+    for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+        const int64_t nt = std::min(chunk, T - t0);
+        AttnJob J;
+        Tensor qv = q;
+        qv.data = static_cast<char*>(q.data) + t0 * q.nb[2];
+        J.q = Rows::of(qv);
+        J.kc = kc.ptr<uint16_t>();
+        J.kc_row = int64_t(kc.nb[1] / 2);
+        J.vc = vc.ptr<uint16_t>();
+        J.vc_row = int64_t(vc.nb[1] / 2);
+        J.pos = n.src[AttnArg::POS]->ptr<int32_t>() + t0;
+        J.seq = n.src[AttnArg::SEQ]->ptr<int32_t>() + t0;
+        J.pages = pages.ptr<int32_t>();
+        J.pages_row = int64_t(pages.nb[1] / 4);
+        J.ap = n.p<AttnParams>();
+        J.out = n.out->ptr<float>() + t0 * n_head * hd_v;
+        J.part = scratch;
+        J.hd = int(hd), J.hd_v = int(hd_v), J.n_head = int(n_head), J.group = int(group);
+        attend_split_kernel<<<dim3(kMaxSplit, unsigned(n_kv), unsigned(nt)), kWarps * 32, smem, s>>>(J);
+        const int64_t jobs = nt * n_head;
+        attend_merge_kernel<<<unsigned((jobs * 32 + 127) / 128), 128, 0, s>>>(J.pos, J.ap, scratch, J.out, int(n_head),
+                                                                              int(hd_v), nt);
+    }
 }
 
 }  // namespace glia::cuda
