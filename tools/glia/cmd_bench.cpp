@@ -103,6 +103,7 @@ struct BatchedResult {
     int n_parallel = 0, n_prompt = 0, n_gen = 0, n_threads = 0, n_batch = 0;
     std::vector<double> pp_ts, tg_ts;  // tokens/second per repetition, all sequences together
     std::vector<double> pp_ns, tg_ns;  // phase durations per repetition
+    int alone_same = -1;               // --check-alone: sequences equal to their solo run
 };
 
 // One batched run: submits n_parallel requests at once and records, from the token
@@ -116,11 +117,13 @@ struct BatchedRun {
     int n_first = 0, n_done = 0;
     clock::time_point first_end, done_end;
     std::string error;
+    std::vector<std::vector<int32_t>> tokens;  // per request, when kept
 
-    TokenCallback callback() {
-        return [this](const TokenEvent& ev) {
+    TokenCallback callback(size_t index) {
+        return [this, index](const TokenEvent& ev) {
             const auto now = clock::now();
             std::lock_guard<std::mutex> lk(mu);
+            if (ev.token >= 0 && index < tokens.size()) tokens[index].push_back(ev.token);
             if (ev.token >= 0 && ev.n_generated == 1) {
                 ++n_first;
                 if (now > first_end) first_end = now;
@@ -140,9 +143,14 @@ struct BatchedRun {
 
 // Runs n_parallel sequences of n_prompt random tokens + n_gen generated tokens through
 // `engine`; returns {prompt-phase ns, generation-phase ns}.
+// `kept`, when given, receives each request's prompt and generated tokens.
+struct KeptRun {
+    std::vector<std::vector<int32_t>> prompts, tokens;
+};
 std::pair<double, double> run_batched(Engine& engine, int n_parallel, int n_gen,
-                                      const std::function<std::vector<int32_t>()>& prompt) {
+                                      const std::function<std::vector<int32_t>()>& prompt, KeptRun* kept = nullptr) {
     BatchedRun run;
+    if (kept) run.tokens.resize(size_t(n_parallel));
     std::vector<std::pair<GenerationRequest, TokenCallback>> reqs;
     for (int i = 0; i < n_parallel; ++i) {
         GenerationRequest r;
@@ -150,7 +158,8 @@ std::pair<double, double> run_batched(Engine& engine, int n_parallel, int n_gen,
         r.max_tokens = n_gen;
         r.ignore_eos = true;
         r.sampling.temperature = 0;  // greedy
-        reqs.emplace_back(std::move(r), run.callback());
+        if (kept) kept->prompts.push_back(r.prompt);
+        reqs.emplace_back(std::move(r), run.callback(size_t(i)));
     }
     const auto t0 = BatchedRun::clock::now();
     engine.submit_batch(std::move(reqs));
@@ -161,6 +170,7 @@ std::pair<double, double> run_batched(Engine& engine, int n_parallel, int n_gen,
         fail("batched run: ", run.n_first, " of ", n_parallel, " sequences produced a first token");
     const double pp_ns = std::chrono::duration<double, std::nano>(run.first_end - t0).count();
     const double tg_ns = std::chrono::duration<double, std::nano>(run.done_end - run.first_end).count();
+    if (kept) kept->tokens = std::move(run.tokens);
     return {pp_ns, tg_ns};
 }
 
@@ -206,12 +216,28 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
             r.n_threads = nt > 0 ? nt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
             // Warm-up: the whole prompt phase and one generation step.
             if (warmup) run_batched(engine, np, 2, random_prompt);
+            const bool check = a.has("--check-alone");
+            KeptRun kept;
             for (long long i = 0; i < reps; ++i) {
-                const auto [pp_ns, tg_ns] = run_batched(engine, np, static_cast<int>(tg), random_prompt);
+                const auto [pp_ns, tg_ns] =
+                    run_batched(engine, np, static_cast<int>(tg), random_prompt, check && i + 1 == reps ? &kept : nullptr);
                 r.pp_ns.push_back(pp_ns);
                 r.tg_ns.push_back(tg_ns);
                 r.pp_ts.push_back(1e9 * double(np) * double(pp) / pp_ns);
                 r.tg_ts.push_back(1e9 * double(np) * double(tg - 1) / tg_ns);
+            }
+            if (check) {
+                // Each sequence of the last batched run again, alone on the same engine:
+                // a batch must change no one's greedy tokens (DESIGN.md principle 6).
+                int same = 0;
+                for (size_t i = 0; i < kept.prompts.size(); ++i) {
+                    KeptRun solo;
+                    run_batched(engine, 1, static_cast<int>(tg), [&] { return kept.prompts[i]; }, &solo);
+                    if (solo.tokens[0] == kept.tokens[i]) ++same;
+                }
+                r.alone_same = same;
+                std::fprintf(stderr, "bench: --parallel %d: %d of %d sequences equal to the same prompt alone\n", np,
+                             same, np);
             }
             if (!json) {
                 const Stats sp = stats(r.pp_ts), sg = stats(r.tg_ts);
@@ -249,6 +275,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
                 .key("n_threads").value(static_cast<int64_t>(r.n_threads))
                 .key("n_batch").value(static_cast<int64_t>(r.n_batch))
                 .key("n_parallel").value(static_cast<int64_t>(r.n_parallel))
+                .key("alone_same").value(static_cast<int64_t>(r.alone_same))
                 .key("n_prompt").value(static_cast<int64_t>(r.n_prompt))
                 .key("n_gen").value(static_cast<int64_t>(r.n_gen))
                 .key("repetitions").value(static_cast<int64_t>(r.pp_ts.size()))
@@ -291,6 +318,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         .opt("--pp", "N", "with --parallel: random prompt tokens per sequence", "128")
         .opt("--tg", "N", "with --parallel: generated tokens per sequence, greedy, end-of-generation ignored (>= 2)",
              "128")
+        .flag("--check-alone",
+              "with --parallel: afterwards run each sequence of the last batched run alone on the same engine and "
+              "count those whose greedy tokens are identical (a batch must change nothing)")
         .opt("--seed", "S", "seed of the random token ids", "1234")
         .flag("--no-warmup", "skip the warm-up run")
         .flag("--json", "print a JSON list of results instead of the table");

@@ -46,6 +46,9 @@ void launch_rope(const Node& n, cudaStream_t s);
 void launch_matmul(const Node& n, cudaStream_t s);
 void launch_attention(const Node& n, cudaStream_t s, float* scratch);
 size_t attention_scratch_bytes(const Node& n);  // the split results launch_attention needs
+inline size_t attention_smem_bytes(int64_t group, int64_t hd, int64_t hd_v) {
+    return size_t(group * hd) * 4 + size_t(32 * (hd + 8) + 32 * (hd_v + 8)) * 2;
+}
 bool matmul_type_supported(DType t);
 void launch_moe_route(const Node& n, cudaStream_t s);   // MOE_TOPK, MOE_WEIGHTS
 void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);

@@ -64,6 +64,7 @@ private:
     std::vector<Node> nodes_;
     std::vector<const Node*> orig_;
     std::vector<uint8_t> packed_;  // per node: operand 0 is a packed weight
+    std::vector<uint8_t> fused_;   // per node: how many packed products of one input start here (0: inside a group)
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -120,8 +121,8 @@ public:
                 return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) &&
                        is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
                        q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256 &&
-                       q->ne[1] % s[AttnArg::K]->ne[1] == 0 &&
-                       q->ne[1] / s[AttnArg::K]->ne[1] * q->ne[0] * 4 <= 48 * 1024;
+                       q->ne[1] % s[AttnArg::K]->ne[1] == 0 && q->ne[1] / s[AttnArg::K]->ne[1] <= 16 &&
+                       attention_smem_bytes(q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0], v->ne[0]) <= 48 * 1024;
             }
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
             case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
@@ -258,8 +259,12 @@ public:
                 break;
             case Op::ROPE: launch_rope(n, stream_); break;
             case Op::MATMUL:
-                if (packed) launch_matmul_packed(n, stream_, scratch(matmul_packed_scratch_bytes(n)));
-                else launch_matmul(n, stream_);
+                if (packed) {
+                    const Node* one = &n;
+                    launch_matmul_packed(&one, 1, stream_, scratch(matmul_packed_scratch_bytes(n)));
+                } else {
+                    launch_matmul(n, stream_);
+                }
                 break;
             case Op::ATTENTION: launch_attention(n, stream_, scratch(attention_scratch_bytes(n))); break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
@@ -273,6 +278,16 @@ public:
             fail("CUDA error in ", op_name(n.op), " '", n.out->name, "'", n.layer >= 0 ? " (layer " : "",
                  n.layer >= 0 ? std::to_string(n.layer) + ")" : std::string(), " on ", name_, ": ",
                  cudaGetErrorString(err));
+    }
+
+    // Packed products of one input in one launch (matmul_packed_fusable pairs).
+    void launch_matmul_group(const Node* const* nodes, int count) {
+        launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(*nodes[0])));
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
+            fail("CUDA error in MATMUL x", count, " '", nodes[0]->out->name, "'",
+                 nodes[0]->layer >= 0 ? " (layer " + std::to_string(nodes[0]->layer) + ")" : std::string(), " on ",
+                 name_, ": ", cudaGetErrorString(err));
     }
 
     // Per-op scratch on the device, grown as needed (kept between steps).
@@ -326,6 +341,19 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         orig_.push_back(n);
         packed_.push_back(packed_weight(n->src[0]) ? 1 : 0);
     }
+    // Consecutive packed products of one input (q/k/v, gate/up) launch together.
+    const bool fuse = !(std::getenv("GLIA_FUSE_MATMUL") && *std::getenv("GLIA_FUSE_MATMUL") == '0');
+    fused_.assign(nodes_.size(), 1);
+    for (size_t i = 0; i < nodes_.size();) {
+        size_t j = i + 1;
+        if (fuse && nodes_[i].op == Op::MATMUL && packed_[i])
+            while (j < nodes_.size() && int(j - i) < matmul_packed_max_group() && nodes_[j].op == Op::MATMUL &&
+                   packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
+                ++j;
+        fused_[i] = uint8_t(j - i);
+        for (size_t k = i + 1; k < j; ++k) fused_[k] = 0;
+        i = j;
+    }
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const bool copy = nodes_[i].op == Op::COPY;
         if (runs_.empty() || runs_.back().copy || copy) runs_.push_back(Run{i, 0, copy});
@@ -339,7 +367,16 @@ CudaSegment::~CudaSegment() {
 }
 
 void CudaSegment::launch_range(size_t first, size_t count) {
-    for (size_t i = first; i < first + count; ++i) b_.launch(nodes_[i], packed_[i] != 0);
+    for (size_t i = first; i < first + count; ++i) {
+        if (fused_[i] == 0) continue;
+        if (fused_[i] > 1) {
+            const Node* group[8];
+            for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];
+            b_.launch_matmul_group(group, fused_[i]);
+        } else {
+            b_.launch(nodes_[i], packed_[i] != 0);
+        }
+    }
 }
 
 void CudaSegment::run(NodeTimer* timer) {

@@ -2,8 +2,9 @@
 // visible cells are cut into up to kMaxSplit splits of at least kSplitCells cells (the
 // split depends on the token's own position only, never on the batch, so a batch changes
 // no bits); a block takes one (split, KV head, token) and its warps the query heads that
-// share that KV head. A warp scores 32 cells at once (a lane per cell, q from shared
-// memory), keeps an online softmax, and accumulates V with lanes over the value dims.
+// share that KV head. The block stages 32 cells' K and V rows in shared memory at a time
+// (all loads in flight together); a warp scores the 32 cells at once (a lane per cell),
+// keeps an online softmax, and accumulates V with lanes over the value dims.
 // Splits write their (max, sum, accumulator) and a second kernel merges them. q is
 // rounded to f16 for q.k and the weights to f16 for the product with V, as the CPU and
 // the reference do. No length limit: cells are streamed.
@@ -23,7 +24,7 @@ __global__ void store_kv_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* 
 
 constexpr int kMaxPerLane = 8;  // value head sizes up to 256
 constexpr int kSplitCells = 64;
-constexpr int kMaxSplit = 8;
+constexpr int kMaxSplit = 16;
 constexpr int kWarps = 4;
 
 __device__ __forceinline__ int n_splits(int len) { return min(kMaxSplit, (len + kSplitCells - 1) / kSplitCells); }
@@ -46,7 +47,9 @@ struct AttnJob {
 
 __device__ __forceinline__ int visible_lo(const AttnParams& ap, int p) { return ap.window > 0 ? max(0, p - ap.window + 1) : 0; }
 
-// grid (kMaxSplit, n_kv, T), kWarps warps; dynamic shared memory: group * hd floats.
+// grid (kMaxSplit, n_kv, T), kWarps warps. Dynamic shared memory: q of the group's heads
+// (f16-rounded floats), then 32 K rows and 32 V rows (f16, padded by 16 bytes against
+// bank conflicts) that the whole block loads together for each batch of 32 cells.
 __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     extern __shared__ float qs[];
     const int split = blockIdx.x, hk = blockIdx.y;
@@ -60,31 +63,59 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     const int per = ((len + ns - 1) / ns + 31) / 32 * 32;
     const int c0 = lo + split * per, c1 = min(p + 1, c0 + per);
     const int hd = J.hd, hd_v = J.hd_v, group = J.group;
+    const int krow = hd + 8, vrow = hd_v + 8;  // halfs per staged row
+    __half* ks = reinterpret_cast<__half*>(qs + group * hd);
+    __half* vs = ks + 32 * krow;
     for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
         const int hh = i / hd;
         qs[i] = round_h(J.q.f(hk * group + hh, t)[i % hd]);
     }
-    __syncthreads();
     const int32_t* table = J.pages + int64_t(J.seq[t]) * J.pages_row;
     const int bs = J.ap.block_size;
     const int per_v = hd_v / 32;
-    for (int hh = warp; hh < group; hh += kWarps) {
-        const int h = hk * group + hh;
-        const float* qh = qs + hh * hd;
-        float m = -INFINITY, l = 0.0f, acc[kMaxPerLane];
+    const int kch = hd / 8, vch = hd_v / 8;  // 16-byte chunks per row
+    // Each warp owns query heads warp, warp + kWarps, ... of the group (at most kHeadsPerWarp).
+    constexpr int kHeadsPerWarp = 4;
+    float m[kHeadsPerWarp], l[kHeadsPerWarp], acc[kHeadsPerWarp][kMaxPerLane];
 #pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.0f;
-        for (int cb = c0; cb < c1; cb += 32) {
-            const int c = cb + lane;
-            const bool valid = c < c1;
-            int64_t cell = 0;
+    for (int a = 0; a < kHeadsPerWarp; ++a) {
+        m[a] = -INFINITY;
+        l[a] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kMaxPerLane; ++i) acc[a][i] = 0.0f;
+    }
+    for (int cb = c0; cb < c1; cb += 32) {
+        const int n = min(32, c1 - cb);
+        __syncthreads();  // the previous batch is consumed (and q is stored, the first time)
+        for (int idx = threadIdx.x; idx < 32 * kch; idx += blockDim.x) {
+            const int r = idx / kch, ch = idx % kch;
+            if (r >= n) continue;
+            const int c = cb + r;
+            const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
+            *reinterpret_cast<int4*>(ks + r * krow + ch * 8) =
+                __ldg(reinterpret_cast<const int4*>(J.kc + cell * J.kc_row + int64_t(hk) * hd) + ch);
+        }
+        for (int idx = threadIdx.x; idx < 32 * vch; idx += blockDim.x) {
+            const int r = idx / vch, ch = idx % vch;
+            if (r >= n) continue;
+            const int c = cb + r;
+            const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
+            *reinterpret_cast<int4*>(vs + r * vrow + ch * 8) =
+                __ldg(reinterpret_cast<const int4*>(J.vc + cell * J.vc_row + int64_t(hk) * hd_v) + ch);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int a = 0; a < kHeadsPerWarp; ++a) {
+            const int hh = warp + a * kWarps;
+            if (hh >= group) break;
+            const float* qh = qs + hh * hd;
+            const bool valid = lane < n;
             float s = -INFINITY;
             if (valid) {
-                cell = int64_t(table[c / bs]) * bs + c % bs;
-                const int4* kr = reinterpret_cast<const int4*>(J.kc + cell * J.kc_row + int64_t(hk) * hd);
+                const __half* kr = ks + lane * krow;
                 float d = 0.0f;
-                for (int i = 0; i < hd / 8; ++i) {
-                    const int4 kv = __ldg(kr + i);
+                for (int i = 0; i < kch; ++i) {
+                    const int4 kv = *reinterpret_cast<const int4*>(kr + i * 8);
                     const __half2* k2 = reinterpret_cast<const __half2*>(&kv);
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
@@ -96,39 +127,43 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
                 s = d * J.ap.scale;
                 if (J.ap.softcap > 0) s = J.ap.softcap * tanhf(s / J.ap.softcap);
             }
-            const float m_new = fmaxf(m, warp_max(s));
-            const float corr = expf(m - m_new);
+            const float m_new = fmaxf(m[a], warp_max(s));
+            const float corr = expf(m[a] - m_new);
             const float e = valid ? expf(s - m_new) : 0.0f;
-            l = l * corr + warp_sum(e);
+            l[a] = l[a] * corr + warp_sum(e);
             const float pe = round_h(e);
 #pragma unroll
-            for (int i = 0; i < kMaxPerLane; ++i) acc[i] *= corr;
-            const int n = min(32, c1 - cb);
+            for (int i = 0; i < kMaxPerLane; ++i) acc[a][i] *= corr;
             for (int j = 0; j < n; ++j) {
                 const float pj = __shfl_sync(0xffffffffu, pe, j);
-                const int64_t cj = __shfl_sync(0xffffffffu, cell, j);
-                const uint16_t* vr = J.vc + cj * J.vc_row + int64_t(hk) * hd_v + lane * per_v;
+                const __half* vr = vs + j * vrow + lane * per_v;
 #pragma unroll
                 for (int i = 0; i < kMaxPerLane; ++i)
-                    if (i < per_v) acc[i] += pj * h2f(vr[i]);
+                    if (i < per_v) acc[a][i] += pj * __half2float(vr[i]);
             }
-            m = m_new;
+            m[a] = m_new;
         }
+    }
+#pragma unroll
+    for (int a = 0; a < kHeadsPerWarp; ++a) {
+        const int hh = warp + a * kWarps;
+        if (hh >= group) break;
+        const int h = hk * group + hh;
         if (ns == 1) {
             float* o = J.out + (t * J.n_head + h) * hd_v + lane * per_v;
-            const float inv = 1.0f / l;
+            const float inv = 1.0f / l[a];
 #pragma unroll
             for (int i = 0; i < kMaxPerLane; ++i)
-                if (i < per_v) o[i] = acc[i] * inv;
+                if (i < per_v) o[i] = acc[a][i] * inv;
         } else {
             float* pp = J.part + ((t * J.n_head + h) * kMaxSplit + split) * (hd_v + 2);
             if (lane == 0) {
-                pp[0] = m;
-                pp[1] = l;
+                pp[0] = m[a];
+                pp[1] = l[a];
             }
 #pragma unroll
             for (int i = 0; i < kMaxPerLane; ++i)
-                if (i < per_v) pp[2 + lane * per_v + i] = acc[i];
+                if (i < per_v) pp[2 + lane * per_v + i] = acc[a][i];
         }
     }
 }
@@ -190,7 +225,7 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch) {
     const Tensor& pages = *n.src[AttnArg::PAGES];
     const int64_t group = n_head / n_kv;
     const int64_t chunk = tokens_per_launch(n_head, hd_v);
-    const size_t smem = size_t(group * hd) * 4;
+    const size_t smem = attention_smem_bytes(group, hd, hd_v);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
         const int64_t nt = std::min(chunk, T - t0);
         AttnJob J;

@@ -9,6 +9,8 @@
 // K is cut into segments that depend on K alone (one warp each); the segments' sums are
 // added in order. Every output is therefore the same sequence of float operations
 // whatever the number of tokens in the step: a batch changes no bits.
+#include <cstdlib>
+
 #include "dequant.cuh"
 #include "packed.cuh"
 
@@ -21,6 +23,31 @@ __device__ __forceinline__ void load8(const int8_t* p, int* x) {
     const int4 a = __ldg(reinterpret_cast<const int4*>(p));
     const int4 b = __ldg(reinterpret_cast<const int4*>(p) + 1);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+// One 32-value sub-block's contribution to an output, from its exact integer dot product.
+// Both kernels (dp4a and tensor cores) call these, so every output gets the same bits.
+__device__ __forceinline__ float q4k_term(float xd, float dsc, float dmm, int isum, int xsum) {
+    return __fmul_rn(xd, __fmaf_rn(dsc, float(isum), -__fmul_rn(dmm, float(xsum))));
+}
+__device__ __forceinline__ float q6k_term(float xd, float d, int comb) { return __fmul_rn(xd, __fmul_rn(d, float(comb))); }
+__device__ __forceinline__ float q8_0_term(float xd, float d, int isum) { return __fmul_rn(xd, __fmul_rn(d, float(isum))); }
+
+// Q4_K sub-block s's scale and min from the record's words 1..3 (bytes 4..15).
+__device__ __forceinline__ void q4k_scale_min(const uint32_t* rec, int s, int& sc, int& m) {
+    if (s < 4) {
+        sc = int(rbyte(rec, 4 + s) & 63);
+        m = int(rbyte(rec, 8 + s) & 63);
+    } else {
+        sc = int((rbyte(rec, 8 + s) & 0xF) | ((rbyte(rec, s) >> 6) << 4));
+        m = int((rbyte(rec, 8 + s) >> 4) | ((rbyte(rec, 4 + s) >> 6) << 4));
+    }
+}
+
+// Q6_K: the 6-bit values (0..63) of words i of the record for sub-block s = 4h + k.
+__device__ __forceinline__ uint32_t q6k_word(uint32_t l4, uint32_t h4, int k) {
+    const uint32_t lo = k < 2 ? (l4 & 0x0F0F0F0Fu) : ((l4 >> 4) & 0x0F0F0F0Fu);
+    return lo | (((h4 >> (2 * k)) & 0x03030303u) << 4);
 }
 
 template <DType D> struct Pk;
@@ -47,17 +74,9 @@ template <> struct Pk<DType::Q4_K> {
             for (int h = 0; h < 2; ++h) {
                 const int s = 2 * p + h;
                 int sc, m;
-                if (s < 4) {
-                    sc = int(rbyte(w, 4 + s) & 63);
-                    m = int(rbyte(w, 8 + s) & 63);
-                } else {
-                    sc = int((rbyte(w, 8 + s) & 0xF) | ((rbyte(w, s) >> 6) << 4));
-                    m = int((rbyte(w, 8 + s) >> 4) | ((rbyte(w, 4 + s) >> 6) << 4));
-                }
-                const int isum = h ? sh : sl;
+                q4k_scale_min(w, s, sc, m);
                 const int xsum = xs[2 * s] + xs[2 * s + 1];
-                const float c = __fmul_rn(xd[s], __fsub_rn(__fmul_rn(d, float(sc * isum)), __fmul_rn(dmin, float(m * xsum))));
-                acc = __fadd_rn(acc, c);
+                acc = __fadd_rn(acc, q4k_term(xd[s], __fmul_rn(d, float(sc)), __fmul_rn(dmin, float(m)), h ? sh : sl, xsum));
             }
         }
     }
@@ -79,16 +98,14 @@ template <> struct Pk<DType::Q6_K> {
                 int sa = 0, sb = 0;
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const uint32_t l4 = w[16 * h + (k & 1) * 8 + i];
-                    const uint32_t lo = k < 2 ? (l4 & 0x0F0F0F0Fu) : ((l4 >> 4) & 0x0F0F0F0Fu);
-                    const uint32_t hi = ((w[32 + 8 * h + i] >> (2 * k)) & 0x03030303u) << 4;
-                    if (i < 4) sa = __dp4a(int(lo | hi), xa[i], sa);
-                    else sb = __dp4a(int(lo | hi), xa[i], sb);
+                    const int q = int(q6k_word(w[16 * h + (k & 1) * 8 + i], w[32 + 8 * h + i], k));
+                    if (i < 4) sa = __dp4a(q, xa[i], sa);
+                    else sb = __dp4a(q, xa[i], sb);
                 }
                 const int sca = int(int8_t(rbyte(w, 192 + 8 * h + 2 * k)));
                 const int scb = int(int8_t(rbyte(w, 193 + 8 * h + 2 * k)));
                 const int comb = sca * (sa - 32 * xs[2 * s]) + scb * (sb - 32 * xs[2 * s + 1]);
-                acc = __fadd_rn(acc, __fmul_rn(xd[s], __fmul_rn(d, float(comb))));
+                acc = __fadd_rn(acc, q6k_term(xd[s], d, comb));
             }
         }
     }
@@ -106,7 +123,7 @@ template <> struct Pk<DType::Q8_0> {
 #pragma unroll
             for (int i = 0; i < 8; ++i) s = __dp4a(int(w[8 * b + i]), xa[i], s);
             const float db = h2f(uint16_t(rbyte(w, 256 + 2 * b) | (rbyte(w, 257 + 2 * b) << 8)));
-            acc = __fadd_rn(acc, __fmul_rn(xd[b], __fmul_rn(db, float(s))));
+            acc = __fadd_rn(acc, q8_0_term(xd[b], db, s));
         }
     }
 };
@@ -136,16 +153,33 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, in
     if (lane == 16) xs[t * 2 * nb + 2 * b + 1] = s;
 }
 
-// Block: one warp per K segment, lane = row of group blockIdx.x; NT tokens per block.
+// Up to kMaxMats products of one input, one launch: blocks [gstart[m], gstart[m+1]) are
+// matrix m's row groups.
+constexpr int kMaxMats = 4;
+struct MatSet {
+    const int4* W[kMaxMats];
+    const uint16_t* side[kMaxMats];
+    float* out[kMaxMats];
+    int N[kMaxMats];
+    int gstart[kMaxMats + 1];
+    int n;
+};
+
+// Block: one warp per K segment, lane = row of the block's group; NT tokens per block.
 template <DType D, int NT>
-__global__ void __launch_bounds__(512) mmvq_kernel(const int4* __restrict__ W, const uint16_t* __restrict__ side,
-                                                   const int8_t* __restrict__ xq, const float* __restrict__ xd,
-                                                   const int* __restrict__ xs, float* __restrict__ out, int K, int N,
+__global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __restrict__ xq,
+                                                   const float* __restrict__ xd, const int* __restrict__ xs, int K,
                                                    int T, int sb_per_seg) {
     extern __shared__ float part[];
     constexpr int C = Pk<D>::C;
+    int mi = 0;
+#pragma unroll
+    for (int i = 1; i < kMaxMats; ++i)
+        if (i < ms.n && int(blockIdx.x) >= ms.gstart[i]) mi = i;
+    const int4* __restrict__ W = ms.W[mi];
+    const uint16_t* __restrict__ side = ms.side[mi];
     const int lane = threadIdx.x & 31, seg = threadIdx.x >> 5, nseg = blockDim.x >> 5;
-    const int64_t g = blockIdx.x;
+    const int64_t g = int64_t(blockIdx.x) - ms.gstart[mi];
     const int t0 = blockIdx.y * NT;
     const int nsb = K >> 8;
     const int j0 = seg * sb_per_seg, j1 = min(nsb, j0 + sb_per_seg);
@@ -175,6 +209,8 @@ __global__ void __launch_bounds__(512) mmvq_kernel(const int4* __restrict__ W, c
     for (int t = 0; t < NT; ++t) part[(seg * NT + t) * 32 + lane] = acc[t];
     __syncthreads();
     if (seg != 0) return;
+    const int N = ms.N[mi];
+    float* __restrict__ out = ms.out[mi];
     const int64_t row = g * 32 + lane;
     if (row >= N) return;
 #pragma unroll
@@ -184,6 +220,229 @@ __global__ void __launch_bounds__(512) mmvq_kernel(const int4* __restrict__ W, c
         for (int q = 0; q < nseg; ++q) sum = __fadd_rn(sum, part[(q * NT + t) * 32 + lane]);
         out[int64_t(t0 + t) * N + row] = sum;
     }
+}
+
+// Tensor-core version for many tokens: a block computes 64 rows x 64 tokens, four warps
+// of 16 rows. For each superblock the block stages the two packed row groups and the 64
+// tokens' int8 activations in shared memory; each sub-block's integer dot products come
+// from mma.sync (int8 in, int32 out, exact), and each output then takes exactly the
+// dp4a kernel's float steps in the same order (per-sub-block terms, segment sums added
+// in order), so both kernels give the same bits.
+__device__ __forceinline__ void mma_k32(int (&d)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+__device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+}
+
+constexpr int kXRow = 68;  // words per staged token row (256 bytes + 16 of padding)
+
+struct MmqTile {
+    const uint32_t* w;   // the warp's packed group in shared memory
+    const uint16_t* sd;  // its Q6_K side scales
+    const int32_t* x;    // staged tokens, kXRow words each
+    const float* xd;     // [64][8]
+    const int* xs;       // [64][16]
+    int r0, r1;          // the thread's two lane-rows in the group
+    int g, tig;
+};
+
+template <int C>
+__device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
+    return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
+}
+
+template <DType D> struct Mq;
+
+template <> struct Mq<DType::Q4_K> {
+    static constexpr int C = 9;
+    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
+        uint32_t ra[4], rb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ra[i] = mword<C>(t, t.r0, i), rb[i] = mword<C>(t, t.r1, i);
+        const float da = h2f(uint16_t(ra[0] & 0xffffu)), ma = h2f(uint16_t(ra[0] >> 16));
+        const float db = h2f(uint16_t(rb[0] & 0xffffu)), mb = h2f(uint16_t(rb[0] >> 16));
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            int sca, mma_, scb, mmb;
+            q4k_scale_min(ra, s, sca, mma_);
+            q4k_scale_min(rb, s, scb, mmb);
+            const float dsc[2] = {__fmul_rn(da, float(sca)), __fmul_rn(db, float(scb))};
+            const float dmm[2] = {__fmul_rn(ma, float(mma_)), __fmul_rn(mb, float(mmb))};
+            const int wa = 4 + 8 * (s / 2) + t.tig;
+            const uint32_t mask = 0x0F0F0F0Fu;
+            const int sh = (s & 1) * 4;
+            const int a0 = int((mword<C>(t, t.r0, wa) >> sh) & mask), a1 = int((mword<C>(t, t.r1, wa) >> sh) & mask);
+            const int a2 = int((mword<C>(t, t.r0, wa + 4) >> sh) & mask),
+                      a3 = int((mword<C>(t, t.r1, wa + 4) >> sh) & mask);
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * s + t.tig;
+                int r[4];
+                mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                    const int xsum = t.xs[tk * 16 + 2 * s] + t.xs[tk * 16 + 2 * s + 1];
+                    seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk * 8 + s], dsc[i >> 1], dmm[i >> 1], r[i], xsum));
+                }
+            }
+        }
+    }
+};
+
+template <> struct Mq<DType::Q6_K> {
+    static constexpr int C = 13;
+    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
+        const float dr[2] = {h2f(t.sd[t.r0]), h2f(t.sd[t.r1])};
+        uint32_t sa[4], sb[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) sa[i] = mword<C>(t, t.r0, 48 + i), sb[i] = mword<C>(t, t.r1, 48 + i);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int s = 4 * h + k;
+                const int lw = 16 * h + (k & 1) * 8, hw = 32 + 8 * h;
+                const int a0 = int(q6k_word(mword<C>(t, t.r0, lw + t.tig), mword<C>(t, t.r0, hw + t.tig), k));
+                const int a1 = int(q6k_word(mword<C>(t, t.r1, lw + t.tig), mword<C>(t, t.r1, hw + t.tig), k));
+                const int a2 = int(q6k_word(mword<C>(t, t.r0, lw + 4 + t.tig), mword<C>(t, t.r0, hw + 4 + t.tig), k));
+                const int a3 = int(q6k_word(mword<C>(t, t.r1, lw + 4 + t.tig), mword<C>(t, t.r1, hw + 4 + t.tig), k));
+                const int sc_a[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k))), int(int8_t(rbyte(sb, 8 * h + 2 * k)))};
+                const int sc_b[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k + 1))), int(int8_t(rbyte(sb, 8 * h + 2 * k + 1)))};
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * s + t.tig;
+                    int ra[4], rb[4];
+                    mma_k16(ra, a0, a1, xr[0]);
+                    mma_k16(rb, a2, a3, xr[4]);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                        const int comb = sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * 16 + 2 * s]) +
+                                         sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * 16 + 2 * s + 1]);
+                        seg[nt][i] = __fadd_rn(seg[nt][i], q6k_term(t.xd[tk * 8 + s], dr[i >> 1], comb));
+                    }
+                }
+            }
+        }
+    }
+};
+
+template <> struct Mq<DType::Q8_0> {
+    static constexpr int C = 17;
+    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
+#pragma unroll
+        for (int b = 0; b < 8; ++b) {
+            const uint32_t da = mword<C>(t, t.r0, 64 + b / 2), db = mword<C>(t, t.r1, 64 + b / 2);
+            const float dr[2] = {h2f(uint16_t((da >> (16 * (b & 1))) & 0xffffu)),
+                                 h2f(uint16_t((db >> (16 * (b & 1))) & 0xffffu))};
+            const int a0 = int(mword<C>(t, t.r0, 8 * b + t.tig)), a1 = int(mword<C>(t, t.r1, 8 * b + t.tig));
+            const int a2 = int(mword<C>(t, t.r0, 8 * b + 4 + t.tig)), a3 = int(mword<C>(t, t.r1, 8 * b + 4 + t.tig));
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * b + t.tig;
+                int r[4];
+                mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                    seg[nt][i] = __fadd_rn(seg[nt][i], q8_0_term(t.xd[tk * 8 + b], dr[i >> 1], r[i]));
+                }
+            }
+        }
+    }
+};
+
+// grid (64-row tiles of every matrix in ms, 64-token tiles); ms.gstart counts 64-row tiles.
+template <DType D>
+__global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
+                                                  const float* __restrict__ xd, const int* __restrict__ xs, int K,
+                                                  int T, int sb_per_seg) {
+    constexpr int C = Mq<D>::C;
+    __shared__ int4 wsm[2 * C * 32];
+    __shared__ uint16_t sdsm[64];
+    __shared__ int4 xsm4[64 * kXRow / 4];
+    __shared__ float xdsm[64 * 8];
+    __shared__ int xssm[64 * 16];
+    int mi = 0;
+#pragma unroll
+    for (int i = 1; i < kMaxMats; ++i)
+        if (i < ms.n && int(blockIdx.x) >= ms.gstart[i]) mi = i;
+    const int64_t tile = int64_t(blockIdx.x) - ms.gstart[mi];
+    const int N = ms.N[mi], groups = (N + 31) / 32;
+    const int4* __restrict__ W = ms.W[mi];
+    const uint16_t* __restrict__ side = ms.side[mi];
+    const int t0 = blockIdx.y * 64;
+    const int nsb = K >> 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    MmqTile t;
+    t.w = reinterpret_cast<const uint32_t*>(wsm) + (warp >> 1) * C * 32 * 4;
+    t.sd = sdsm + (warp >> 1) * 32;
+    t.x = reinterpret_cast<const int32_t*>(xsm4);
+    t.xd = xdsm;
+    t.xs = xssm;
+    t.g = lane >> 2;
+    t.tig = lane & 3;
+    t.r0 = (warp & 1) * 16 + t.g;
+    t.r1 = t.r0 + 8;
+    float seg[8][4], tot[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) seg[nt][i] = 0.0f, tot[nt][i] = 0.0f;
+    int8_t* xsm = reinterpret_cast<int8_t*>(xsm4);
+    for (int j = 0; j < nsb; ++j) {
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
+            const int64_t grp = tile * 2 + idx / (C * 32);
+            wsm[idx] = grp < groups ? __ldg(W + (grp * nsb + j) * C * 32 + idx % (C * 32)) : make_int4(0, 0, 0, 0);
+        }
+        if (D == DType::Q6_K && threadIdx.x < 64) {
+            const int64_t grp = tile * 2 + threadIdx.x / 32;
+            sdsm[threadIdx.x] = grp < groups ? __ldg(side + (grp * nsb + j) * 32 + threadIdx.x % 32) : uint16_t(0);
+        }
+        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
+            const int tok = idx >> 4, ch = idx & 15;
+            int4 v = make_int4(0, 0, 0, 0);
+            if (t0 + tok < T) v = __ldg(reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch);
+            *reinterpret_cast<int4*>(xsm + tok * kXRow * 4 + ch * 16) = v;
+        }
+        for (int idx = threadIdx.x; idx < 64 * 8; idx += blockDim.x) {
+            const int tok = idx >> 3;
+            xdsm[idx] = t0 + tok < T ? __ldg(xd + int64_t(t0 + tok) * (K / 32) + j * 8 + (idx & 7)) : 0.0f;
+        }
+        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
+            const int tok = idx >> 4;
+            xssm[idx] = t0 + tok < T ? __ldg(xs + int64_t(t0 + tok) * (K / 16) + j * 16 + (idx & 15)) : 0;
+        }
+        __syncthreads();
+        Mq<D>::superblock(t, seg);
+        if ((j + 1) % sb_per_seg == 0 || j + 1 == nsb) {
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]);
+                    seg[nt][i] = 0.0f;
+                }
+        }
+    }
+    float* __restrict__ out = ms.out[mi];
+    const int64_t row0 = tile * 64 + warp * 16 + t.g;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int64_t row = row0 + (i >> 1) * 8;
+            const int tok = t0 + nt * 8 + t.tig * 2 + (i & 1);
+            if (row < N && tok < T) out[int64_t(tok) * N + row] = tot[nt][i];
+        }
 }
 
 // Record byte i of a 256-value GGUF block of type t (packed.cuh's records).
@@ -252,6 +511,16 @@ __global__ void get_rows_packed_kernel(const int4* __restrict__ W, const uint16_
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
+// Tokens from which products run on tensor cores (GLIA_MMQ_MIN_T overrides; the results
+// are the same bits either way).
+int mmq_min_tokens() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMQ_MIN_T");
+        return e && *e ? std::max(1, std::atoi(e)) : 32;
+    }();
+    return v;
+}
+
 struct XQ {
     int8_t* q;
     float* d;
@@ -269,24 +538,20 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
 }
 
 template <DType D, int NT>
-void launch_mmvq(const PackedShape& ps, const void* w, const XQ& x, float* out, int T, cudaStream_t s) {
-    const int nsb = int(ps.nsb);
+void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s) {
+    const int nsb = K / 256;
     const int sbs = std::max(2, (nsb + 15) / 16);
     const int nseg = (nsb + sbs - 1) / sbs;
-    const dim3 grid(unsigned(ps.groups), unsigned((T + NT - 1) / NT));
-    const int4* W = static_cast<const int4*>(w);
-    const uint16_t* side =
-        D == DType::Q6_K ? reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + ps.main_bytes()) : nullptr;
-    mmvq_kernel<D, NT><<<grid, nseg * 32, size_t(nseg) * NT * 32 * 4, s>>>(W, side, x.q, x.d, x.s, out, int(ps.K),
-                                                                          int(ps.N), T, sbs);
+    const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
+    mmvq_kernel<D, NT><<<grid, nseg * 32, size_t(nseg) * NT * 32 * 4, s>>>(ms, x.q, x.d, x.s, K, T, sbs);
 }
 
 template <DType D>
-void launch_mmvq_t(const PackedShape& ps, const void* w, const XQ& x, float* out, int T, cudaStream_t s) {
-    if (T >= 5) launch_mmvq<D, 8>(ps, w, x, out, T, s);
-    else if (T >= 3) launch_mmvq<D, 4>(ps, w, x, out, T, s);
-    else if (T == 2) launch_mmvq<D, 2>(ps, w, x, out, T, s);
-    else launch_mmvq<D, 1>(ps, w, x, out, T, s);
+void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s) {
+    if (T >= 5) launch_mmvq<D, 8>(ms, K, x, T, s);
+    else if (T >= 3) launch_mmvq<D, 4>(ms, K, x, T, s);
+    else if (T == 2) launch_mmvq<D, 2>(ms, K, x, T, s);
+    else launch_mmvq<D, 1>(ms, K, x, T, s);
 }
 
 }  // namespace
@@ -304,21 +569,60 @@ size_t matmul_packed_scratch_bytes(const Node& n) {
     return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
 }
 
-void launch_matmul_packed(const Node& n, cudaStream_t s, void* scratch) {
-    const Tensor& w = *n.src[MatmulArg::W];
-    const Tensor& x = *n.src[MatmulArg::X];
-    const PackedShape ps = packed_shape(w);
-    const int K = int(ps.K), T = int(x.n_rows());
+bool matmul_packed_fusable(const Node& a, const Node& b) {
+    const Tensor& wa = *a.src[MatmulArg::W];
+    const Tensor& wb = *b.src[MatmulArg::W];
+    const Tensor& xa = *a.src[MatmulArg::X];
+    const Tensor& xb = *b.src[MatmulArg::X];
+    return wa.type == wb.type && wa.ne[0] == wb.ne[0] && xa.data == xb.data && xa.n_rows() == xb.n_rows() &&
+           xa.nb[1] == xb.nb[1];
+}
+
+int matmul_packed_max_group() { return kMaxMats; }
+
+void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch) {
+    const Node& n0 = *nodes[0];
+    const Tensor& w0 = *n0.src[MatmulArg::W];
+    const Tensor& x = *n0.src[MatmulArg::X];
+    const int K = int(w0.ne[0]), T = int(x.n_rows());
     const XQ q = carve(scratch, K, T);
     const int64_t threads = int64_t(T) * K;
     quantize_x_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q,
                                                                       q.d, q.s);
-    float* out = n.out->ptr<float>();
-    switch (w.type) {
-        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ps, w.data, q, out, T, s); break;
-        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ps, w.data, q, out, T, s); break;
-        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ps, w.data, q, out, T, s); break;
-        default: fail("cuda: no packed matmul for ", dtype_name(w.type));
+    MatSet ms{};
+    ms.n = count;
+    ms.gstart[0] = 0;
+    for (int m = 0; m < count; ++m) {
+        const Tensor& w = *nodes[m]->src[MatmulArg::W];
+        const PackedShape ps = packed_shape(w);
+        ms.W[m] = static_cast<const int4*>(w.data);
+        ms.side[m] = w.type == DType::Q6_K
+                         ? reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.data) + ps.main_bytes())
+                         : nullptr;
+        ms.out[m] = nodes[m]->out->ptr<float>();
+        ms.N[m] = int(ps.N);
+        ms.gstart[m + 1] = ms.gstart[m] + int(ps.groups);
+    }
+    if (T >= mmq_min_tokens()) {
+        // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
+        MatSet mt = ms;
+        for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
+        const int nsb = K / 256;
+        const int sbs = std::max(2, (nsb + 15) / 16);
+        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64));
+        switch (w0.type) {
+            case DType::Q4_K: mmq_kernel<DType::Q4_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
+            case DType::Q6_K: mmq_kernel<DType::Q6_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
+            case DType::Q8_0: mmq_kernel<DType::Q8_0><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
+            default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
+        }
+        return;
+    }
+    switch (w0.type) {
+        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ms, K, q, T, s); break;
+        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ms, K, q, T, s); break;
+        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ms, K, q, T, s); break;
+        default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
     }
 }
 

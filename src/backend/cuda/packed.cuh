@@ -51,8 +51,12 @@ inline PackedShape packed_shape(const Tensor& w) {
 // Device: packs the GGUF rows at `src` (device memory) into `dst` (main + side bytes).
 void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShape& s, void* dst, cudaStream_t st);
 
-// MATMUL and GET_ROWS whose weight operand is packed.
-void launch_matmul_packed(const Node& n, cudaStream_t s, void* scratch);
+// MATMUL and GET_ROWS whose weight operand is packed. Products of one input with weights
+// of one type and K (q/k/v, gate/up) may go in one launch: `count` nodes, at most
+// matmul_packed_max_group(), each pair matmul_packed_fusable.
+void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch);
+bool matmul_packed_fusable(const Node& a, const Node& b);
+int matmul_packed_max_group();
 size_t matmul_packed_scratch_bytes(const Node& n);
 void launch_get_rows_packed(const Node& n, cudaStream_t s);
 
