@@ -261,7 +261,7 @@ public:
             case Op::MATMUL:
                 if (packed) {
                     const Node* one = &n;
-                    launch_matmul_packed(&one, 1, stream_, scratch(matmul_packed_scratch_bytes(n)));
+                    launch_matmul_packed(&one, 1, stream_, scratch(matmul_packed_scratch_bytes(&one, 1)));
                 } else {
                     launch_matmul(n, stream_);
                 }
@@ -282,7 +282,7 @@ public:
 
     // Packed products of one input in one launch (matmul_packed_fusable pairs).
     void launch_matmul_group(const Node* const* nodes, int count) {
-        launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(*nodes[0])));
+        launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)));
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
             fail("CUDA error in MATMUL x", count, " '", nodes[0]->out->name, "'",

@@ -113,18 +113,25 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
             float s = -INFINITY;
             if (valid) {
                 const __half* kr = ks + lane * krow;
-                float d = 0.0f;
+                float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;  // four chains in flight
+#pragma unroll 4
                 for (int i = 0; i < kch; ++i) {
                     const int4 kv = *reinterpret_cast<const int4*>(kr + i * 8);
                     const __half2* k2 = reinterpret_cast<const __half2*>(&kv);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float2 kf = __half22float2(k2[e]);
-                        d += qh[8 * i + 2 * e] * kf.x;
-                        d += qh[8 * i + 2 * e + 1] * kf.y;
-                    }
+                    const float4 qa = *reinterpret_cast<const float4*>(qh + 8 * i);
+                    const float4 qb = *reinterpret_cast<const float4*>(qh + 8 * i + 4);
+                    const float2 k0 = __half22float2(k2[0]), k1 = __half22float2(k2[1]);
+                    const float2 k2f = __half22float2(k2[2]), k3 = __half22float2(k2[3]);
+                    d0 = fmaf(qa.x, k0.x, d0);
+                    d1 = fmaf(qa.y, k0.y, d1);
+                    d2 = fmaf(qa.z, k1.x, d2);
+                    d3 = fmaf(qa.w, k1.y, d3);
+                    d0 = fmaf(qb.x, k2f.x, d0);
+                    d1 = fmaf(qb.y, k2f.y, d1);
+                    d2 = fmaf(qb.z, k3.x, d2);
+                    d3 = fmaf(qb.w, k3.y, d3);
                 }
-                s = d * J.ap.scale;
+                s = ((d0 + d1) + (d2 + d3)) * J.ap.scale;
                 if (J.ap.softcap > 0) s = J.ap.softcap * tanhf(s / J.ap.softcap);
             }
             const float m_new = fmaxf(m[a], warp_max(s));
@@ -134,6 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
             const float pe = round_h(e);
 #pragma unroll
             for (int i = 0; i < kMaxPerLane; ++i) acc[a][i] *= corr;
+#pragma unroll 4
             for (int j = 0; j < n; ++j) {
                 const float pj = __shfl_sync(0xffffffffu, pe, j);
                 const __half* vr = vs + j * vrow + lane * per_v;

@@ -222,6 +222,23 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
     }
 }
 
+// Where each matrix's segment sums start in the partial buffer.
+struct MatOffsets {
+    int64_t off[kMaxMats];
+};
+
+// out = sum of the segment sums in order from 0 (as the dp4a kernel adds its warps' sums).
+__global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, MatOffsets po, int T, int nseg) {
+    const int m = blockIdx.y;
+    const int64_t n = int64_t(ms.N[m]) * T;
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float* p = part + po.off[m] + i;
+    float sum = 0.0f;
+    for (int q = 0; q < nseg; ++q) sum = __fadd_rn(sum, p[int64_t(q) * n]);
+    ms.out[m][i] = sum;
+}
+
 // Tensor-core version for many tokens: a block computes 64 rows x 64 tokens, four warps
 // of 16 rows. For each superblock the block stages the two packed row groups and the 64
 // tokens' int8 activations in shared memory; each sub-block's integer dot products come
@@ -359,11 +376,14 @@ template <> struct Mq<DType::Q8_0> {
     }
 };
 
-// grid (64-row tiles of every matrix in ms, 64-token tiles); ms.gstart counts 64-row tiles.
+// grid (64-row tiles of every matrix in ms, 64-token tiles, K segments); ms.gstart counts
+// 64-row tiles. Block z sums segment z alone; with several segments it writes its sums to
+// part (segment-major, [seg][T][N] per matrix at poff[m]) for mmq_reduce_kernel to add in
+// order, the dp4a kernel's order.
 template <DType D>
 __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                   const float* __restrict__ xd, const int* __restrict__ xs, int K,
-                                                  int T, int sb_per_seg) {
+                                                  int T, int sb_per_seg, float* __restrict__ part, MatOffsets po) {
     constexpr int C = Mq<D>::C;
     __shared__ int4 wsm[2 * C * 32];
     __shared__ uint16_t sdsm[64];
@@ -397,7 +417,8 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
 #pragma unroll
         for (int i = 0; i < 4; ++i) seg[nt][i] = 0.0f, tot[nt][i] = 0.0f;
     int8_t* xsm = reinterpret_cast<int8_t*>(xsm4);
-    for (int j = 0; j < nsb; ++j) {
+    const int jb = int(blockIdx.z) * sb_per_seg, je = min(nsb, jb + sb_per_seg);
+    for (int j = jb; j < je; ++j) {
         __syncthreads();
         for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
             const int64_t grp = tile * 2 + idx / (C * 32);
@@ -423,17 +444,12 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
         }
         __syncthreads();
         Mq<D>::superblock(t, seg);
-        if ((j + 1) % sb_per_seg == 0 || j + 1 == nsb) {
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]);
-                    seg[nt][i] = 0.0f;
-                }
-        }
     }
-    float* __restrict__ out = ms.out[mi];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]);
+    float* __restrict__ out = gridDim.z > 1 ? part + po.off[mi] + int64_t(blockIdx.z) * T * N : ms.out[mi];
     const int64_t row0 = tile * 64 + warp * 16 + t.g;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -525,7 +541,11 @@ struct XQ {
     int8_t* q;
     float* d;
     int* s;
+    float* part;  // tensor-core segment sums
 };
+size_t xq_bytes(int64_t K, int64_t T) {
+    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
+}
 XQ carve(void* scratch, int64_t K, int64_t T) {
     uint8_t* p = static_cast<uint8_t*>(scratch);
     XQ x;
@@ -534,6 +554,7 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     x.d = reinterpret_cast<float*>(p);
     p += align256(size_t(T * K / 32) * 4);
     x.s = reinterpret_cast<int*>(p);
+    x.part = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xq_bytes(K, T));
     return x;
 }
 
@@ -564,9 +585,15 @@ void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShap
                                                                static_cast<int4*>(dst), side, total);
 }
 
-size_t matmul_packed_scratch_bytes(const Node& n) {
-    const int64_t K = n.src[MatmulArg::W]->ne[0], T = n.src[MatmulArg::X]->n_rows();
-    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
+size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count) {
+    const int64_t K = nodes[0]->src[MatmulArg::W]->ne[0], T = nodes[0]->src[MatmulArg::X]->n_rows();
+    size_t bytes = xq_bytes(K, T);
+    if (T >= mmq_min_tokens()) {
+        const int64_t nsb = K / 256, sbs = std::max<int64_t>(2, (nsb + 15) / 16), nseg = (nsb + sbs - 1) / sbs;
+        if (nseg > 1)
+            for (int m = 0; m < count; ++m) bytes += size_t(nseg * T * nodes[m]->src[MatmulArg::W]->ne[1]) * 4;
+    }
+    return bytes;
 }
 
 bool matmul_packed_fusable(const Node& a, const Node& b) {
@@ -609,12 +636,25 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
         const int nsb = K / 256;
         const int sbs = std::max(2, (nsb + 15) / 16);
-        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64));
+        const int nseg = (nsb + sbs - 1) / sbs;
+        MatOffsets po{};
+        int64_t total = 0;
+        for (int m = 0; m < count; ++m) {
+            po.off[m] = total;
+            total += int64_t(nseg) * T * ms.N[m];
+        }
+        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64), unsigned(nseg));
         switch (w0.type) {
-            case DType::Q4_K: mmq_kernel<DType::Q4_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
-            case DType::Q6_K: mmq_kernel<DType::Q6_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
-            case DType::Q8_0: mmq_kernel<DType::Q8_0><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs); break;
+            case DType::Q4_K: mmq_kernel<DType::Q4_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
+            case DType::Q6_K: mmq_kernel<DType::Q6_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
+            case DType::Q8_0: mmq_kernel<DType::Q8_0><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
             default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
+        }
+        if (nseg > 1) {
+            int maxn = 0;
+            for (int m = 0; m < count; ++m) maxn = std::max(maxn, ms.N[m]);
+            const int64_t n = int64_t(maxn) * T;
+            mmq_reduce_kernel<<<dim3(unsigned((n + 255) / 256), unsigned(count)), 256, 0, s>>>(ms, q.part, po, T, nseg);
         }
         return;
     }

@@ -57,7 +57,7 @@ void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShap
 void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch);
 bool matmul_packed_fusable(const Node& a, const Node& b);
 int matmul_packed_max_group();
-size_t matmul_packed_scratch_bytes(const Node& n);
+size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count);
 void launch_get_rows_packed(const Node& n, cudaStream_t s);
 
 }  // namespace glia::cuda
