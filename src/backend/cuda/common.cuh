@@ -55,5 +55,8 @@ void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);
 size_t moe_scratch_bytes(const Node& n);                 // the hidden rows launch_moe_experts needs
 void launch_shortconv(const Node& n, cudaStream_t s);
 bool rows_type_supported(DType t);
+// A residual ADD and the RMS_NORM of its result as one kernel (k_fused.cu).
+bool add_rms_norm_fusable(const Node& add, const Node& norm);
+void launch_add_rms_norm(const Node& add, const Node& norm, cudaStream_t s);
 
 }  // namespace glia::cuda

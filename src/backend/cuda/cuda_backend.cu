@@ -7,6 +7,7 @@
 // rest on the CPU.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -64,7 +65,8 @@ private:
     std::vector<Node> nodes_;
     std::vector<const Node*> orig_;
     std::vector<uint8_t> packed_;  // per node: operand 0 is a packed weight
-    std::vector<uint8_t> fused_;   // per node: how many packed products of one input start here (0: inside a group)
+    std::vector<uint8_t> fused_;   // per node: how many nodes launch together from here (0: inside a group)
+    std::vector<size_t> pair_;     // nodes whose launch also covers the next one (ADD + RMS_NORM)
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -280,6 +282,16 @@ public:
                  cudaGetErrorString(err));
     }
 
+    // A residual ADD and the RMS_NORM of its result in one launch.
+    void launch_pair(const Node& add, const Node& norm) {
+        launch_add_rms_norm(add, norm, stream_);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
+            fail("CUDA error in ADD+RMS_NORM '", norm.out->name, "'",
+                 norm.layer >= 0 ? " (layer " + std::to_string(norm.layer) + ")" : std::string(), " on ", name_, ": ",
+                 cudaGetErrorString(err));
+    }
+
     // Packed products of one input in one launch (matmul_packed_fusable pairs).
     void launch_matmul_group(const Node* const* nodes, int count) {
         launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)));
@@ -350,6 +362,10 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
             while (j < nodes_.size() && int(j - i) < matmul_packed_max_group() && nodes_[j].op == Op::MATMUL &&
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
                 ++j;
+        if (fuse && j == i + 1 && j < nodes_.size() && add_rms_norm_fusable(nodes_[i], nodes_[j])) {
+            pair_.push_back(i);  // launched with the next node
+            ++j;
+        }
         fused_[i] = uint8_t(j - i);
         for (size_t k = i + 1; k < j; ++k) fused_[k] = 0;
         i = j;
@@ -369,7 +385,9 @@ CudaSegment::~CudaSegment() {
 void CudaSegment::launch_range(size_t first, size_t count) {
     for (size_t i = first; i < first + count; ++i) {
         if (fused_[i] == 0) continue;
-        if (fused_[i] > 1) {
+        if (fused_[i] == 2 && std::find(pair_.begin(), pair_.end(), i) != pair_.end()) {
+            b_.launch_pair(nodes_[i], nodes_[i + 1]);
+        } else if (fused_[i] > 1) {
             const Node* group[8];
             for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];
             b_.launch_matmul_group(group, fused_[i]);

@@ -1,10 +1,11 @@
 // MATMUL on packed quantized weights (packed.cuh) with 8-bit activations, and GET_ROWS
 // from packed tables.
 //
-// The activations of each token are quantized once per product to blocks of 32 int8
-// values with a float scale (d = max|x| / 127) and the integer sums of each 16 values.
-// A lane owns one weight row and walks K in order: each 32-value sub-block's dot product
-// is exact integer arithmetic (dp4a), scaled by the block's float factors with
+// The activations of each token are quantized once per product to blocks of 256 int8
+// values with a float scale (d = max|x| / 127, as the reference's Q8_K) and the integer
+// sums of each 16 values. A lane owns one weight row and walks K in order: each
+// superblock's dot product is exact integer arithmetic (dp4a; the weights' integer
+// sub-block scales folded in as integers), scaled by the block's float factors with
 // round-to-nearest operations that never contract, and added to the lane's running sum.
 // K is cut into segments that depend on K alone (one warp each); the segments' sums are
 // added in order. Every output is therefore the same sequence of float operations
@@ -19,19 +20,24 @@ namespace {
 
 __device__ __forceinline__ uint32_t rbyte(const uint32_t* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
 
+// 32 int8 activations (global or shared memory).
 __device__ __forceinline__ void load8(const int8_t* p, int* x) {
-    const int4 a = __ldg(reinterpret_cast<const int4*>(p));
-    const int4 b = __ldg(reinterpret_cast<const int4*>(p) + 1);
+    const int4 a = *reinterpret_cast<const int4*>(p);
+    const int4 b = *(reinterpret_cast<const int4*>(p) + 1);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-// One 32-value sub-block's contribution to an output, from its exact integer dot product.
-// Both kernels (dp4a and tensor cores) call these, so every output gets the same bits.
-__device__ __forceinline__ float q4k_term(float xd, float dsc, float dmm, int isum, int xsum) {
-    return __fmul_rn(xd, __fmaf_rn(dsc, float(isum), -__fmul_rn(dmm, float(xsum))));
+// One superblock's contribution to an output, from exact integer sums. Both kernels (dp4a
+// and tensor cores) call these, so every output gets the same bits.
+//   Q4_K: isc = sum of sc_s * (q . x)_s, imx = sum of m_s * (sum of x)_s
+//   Q6_K: comb = sum over 16-value groups of sc_g * ((q . x)_g - 32 (sum of x)_g)
+//   Q8_0: blk = the blocks' d_b * (q . x)_b added in order from 0 (q8_0_block)
+__device__ __forceinline__ float q4k_term(float xd, float d, float dmin, int isc, int imx) {
+    return __fmul_rn(xd, __fmaf_rn(d, float(isc), -__fmul_rn(dmin, float(imx))));
 }
 __device__ __forceinline__ float q6k_term(float xd, float d, int comb) { return __fmul_rn(xd, __fmul_rn(d, float(comb))); }
-__device__ __forceinline__ float q8_0_term(float xd, float d, int isum) { return __fmul_rn(xd, __fmul_rn(d, float(isum))); }
+__device__ __forceinline__ float q8_0_block(float blk, float d, int isum) { return __fadd_rn(blk, __fmul_rn(d, float(isum))); }
+__device__ __forceinline__ float q8_0_term(float xd, float blk) { return __fmul_rn(xd, blk); }
 
 // Q4_K sub-block s's scale and min from the record's words 1..3 (bytes 4..15).
 __device__ __forceinline__ void q4k_scale_min(const uint32_t* rec, int s, int& sc, int& m) {
@@ -55,9 +61,10 @@ template <DType D> struct Pk;
 // Q4_K: value = d * sc * q - dmin * m per 32-value sub-block s (q 4-bit).
 template <> struct Pk<DType::Q4_K> {
     static constexpr int C = 9;
-    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, const float* xd, const int* xs,
+    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, float xd, const int* xs,
                                float& acc) {
         const float d = h2f(uint16_t(w[0] & 0xffffu)), dmin = h2f(uint16_t(w[0] >> 16));
+        int isc = 0, imx = 0;
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
             int xa[8], xb[8];
@@ -75,19 +82,21 @@ template <> struct Pk<DType::Q4_K> {
                 const int s = 2 * p + h;
                 int sc, m;
                 q4k_scale_min(w, s, sc, m);
-                const int xsum = xs[2 * s] + xs[2 * s + 1];
-                acc = __fadd_rn(acc, q4k_term(xd[s], __fmul_rn(d, float(sc)), __fmul_rn(dmin, float(m)), h ? sh : sl, xsum));
+                isc += sc * (h ? sh : sl);
+                imx += m * (xs[2 * s] + xs[2 * s + 1]);
             }
         }
+        acc = __fadd_rn(acc, q4k_term(xd, d, dmin, isc, imx));
     }
 };
 
 // Q6_K: value = d * sc16 * (q - 32), q 6-bit, a signed scale per 16 values.
 template <> struct Pk<DType::Q6_K> {
     static constexpr int C = 13;
-    __device__ static void dot(const uint32_t* w, uint32_t side, const int8_t* xq, const float* xd, const int* xs,
+    __device__ static void dot(const uint32_t* w, uint32_t side, const int8_t* xq, float xd, const int* xs,
                                float& acc) {
         const float d = h2f(uint16_t(side));
+        int comb = 0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -104,17 +113,18 @@ template <> struct Pk<DType::Q6_K> {
                 }
                 const int sca = int(int8_t(rbyte(w, 192 + 8 * h + 2 * k)));
                 const int scb = int(int8_t(rbyte(w, 193 + 8 * h + 2 * k)));
-                const int comb = sca * (sa - 32 * xs[2 * s]) + scb * (sb - 32 * xs[2 * s + 1]);
-                acc = __fadd_rn(acc, q6k_term(xd[s], d, comb));
+                comb += sca * (sa - 32 * xs[2 * s]) + scb * (sb - 32 * xs[2 * s + 1]);
             }
         }
+        acc = __fadd_rn(acc, q6k_term(xd, d, comb));
     }
 };
 
 // Q8_0: eight blocks of 32 int8 values, each with its f16 scale.
 template <> struct Pk<DType::Q8_0> {
     static constexpr int C = 17;
-    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, const float* xd, const int*, float& acc) {
+    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, float xd, const int*, float& acc) {
+        float blk = 0.0f;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
             int xa[8];
@@ -123,34 +133,50 @@ template <> struct Pk<DType::Q8_0> {
 #pragma unroll
             for (int i = 0; i < 8; ++i) s = __dp4a(int(w[8 * b + i]), xa[i], s);
             const float db = h2f(uint16_t(rbyte(w, 256 + 2 * b) | (rbyte(w, 257 + 2 * b) << 8)));
-            acc = __fadd_rn(acc, q8_0_term(xd[b], db, s));
+            blk = q8_0_block(blk, db, s);
         }
+        acc = __fadd_rn(acc, q8_0_term(xd, blk));
     }
 };
 
-// One warp per 32-value block of one token: int8 values, scale, sums of each 16.
+// Quantizes one 256-value block (8 values a lane of one warp): int8 values at q, the 16
+// sums of 16 values at xs, the scale returned. The separate kernel and the dp4a kernel's
+// own quantization (one token) both run this, so they agree bit for bit.
+__device__ __forceinline__ float quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, int lane) {
+    const float4* xp = reinterpret_cast<const float4*>(x + lane * 8);
+    const float4 v0 = xp[0], v1 = xp[1];
+    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+    amax = warp_max(amax);
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int q[8], s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        q[i] = max(-127, min(127, __float2int_rn(v[i] * id)));
+        s += q[i];
+    }
+    int2 packed;
+    packed.x = (q[0] & 0xff) | ((q[1] & 0xff) << 8) | ((q[2] & 0xff) << 16) | ((q[3] & 0xff) << 24);
+    packed.y = (q[4] & 0xff) | ((q[5] & 0xff) << 8) | ((q[6] & 0xff) << 16) | ((q[7] & 0xff) << 24);
+    *reinterpret_cast<int2*>(q8 + lane * 8) = packed;
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    if ((lane & 1) == 0) xs[lane / 2] = s;
+    return amax / 127.0f;
+}
+
+// One warp per 256-value block of one token: int8 values, one scale, sums of each 16.
 __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, int8_t* __restrict__ xq,
                                   float* __restrict__ xd, int* __restrict__ xs) {
     const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
-    const int nb = K / 32;
+    const int nb = K / 256;
     if (wid >= int64_t(T) * nb) return;
     const int64_t t = wid / nb;
     const int b = int(wid % nb);
-    const float v = x[t * x_row + b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const int q = max(-127, min(127, __float2int_rn(v * id)));
-    xq[t * K + b * 32 + lane] = int8_t(q);
-    int s = q;
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-        xd[t * nb + b] = d;
-        xs[t * 2 * nb + 2 * b] = s;
-    }
-    if (lane == 16) xs[t * 2 * nb + 2 * b + 1] = s;
+    const float d = quantize_block256(x + t * x_row + b * 256, xq + t * K + b * 256, xs + t * (K / 16) + b * 16, lane);
+    if (lane == 0) xd[t * nb + b] = d;
 }
 
 // Up to kMaxMats products of one input, one launch: blocks [gstart[m], gstart[m+1]) are
@@ -166,10 +192,12 @@ struct MatSet {
 };
 
 // Block: one warp per K segment, lane = row of the block's group; NT tokens per block.
+// With x32 (one token, NT = 1), each warp quantizes its own segment of x into shared
+// memory first (quantize_block256, as the separate kernel does) instead of reading xq/xd/xs.
 template <DType D, int NT>
 __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                    const float* __restrict__ xd, const int* __restrict__ xs, int K,
-                                                   int T, int sb_per_seg) {
+                                                   int T, int sb_per_seg, const float* __restrict__ x32) {
     extern __shared__ float part[];
     constexpr int C = Pk<D>::C;
     int mi = 0;
@@ -186,7 +214,31 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    for (int j = j0; j < j1; ++j) {
+    if (NT == 1 && x32) {
+        // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 1 scale).
+        uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * (256 + 64 + 16);
+        int8_t* q8 = reinterpret_cast<int8_t*>(mine);
+        int* s16 = reinterpret_cast<int*>(mine + sb_per_seg * 256);
+        float* sd = reinterpret_cast<float*>(mine + sb_per_seg * (256 + 64));
+        for (int j = j0; j < j1; ++j) {
+            const float d = quantize_block256(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, lane);
+            if (lane == 0) sd[j - j0] = d;
+        }
+        __syncwarp();
+        for (int j = j0; j < j1; ++j) {
+            const int4* rec = W + (g * nsb + j) * C * 32 + lane;
+            uint32_t w[4 * C];
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                const int4 v = __ldg(rec + 32 * c);
+                w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
+                          w[4 * c + 3] = uint32_t(v.w);
+            }
+            const uint32_t sdw = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
+            Pk<D>::dot(w, sdw, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+        }
+    }
+    for (int j = j0; j < j1 && !(NT == 1 && x32); ++j) {
         const int4* rec = W + (g * nsb + j) * C * 32 + lane;
         uint32_t w[4 * C];
 #pragma unroll
@@ -200,7 +252,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
         for (int t = 0; t < NT; ++t) {
             if (t0 + t < T) {
                 const int64_t tt = t0 + t;
-                Pk<D>::dot(w, sd, xq + tt * K + j * 256, xd + tt * (K / 32) + j * 8, xs + tt * (K / 16) + j * 16,
+                Pk<D>::dot(w, sd, xq + tt * K + j * 256, __ldg(xd + tt * (K / 256) + j), xs + tt * (K / 16) + j * 16,
                            acc[t]);
             }
         }
@@ -263,7 +315,7 @@ struct MmqTile {
     const uint32_t* w;   // the warp's packed group in shared memory
     const uint16_t* sd;  // its Q6_K side scales
     const int32_t* x;    // staged tokens, kXRow words each
-    const float* xd;     // [64][8]
+    const float* xd;     // [64]: each token's scale of this superblock
     const int* xs;       // [64][16]
     int r0, r1;          // the thread's two lane-rows in the group
     int g, tig;
@@ -282,15 +334,16 @@ template <> struct Mq<DType::Q4_K> {
         uint32_t ra[4], rb[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) ra[i] = mword<C>(t, t.r0, i), rb[i] = mword<C>(t, t.r1, i);
-        const float da = h2f(uint16_t(ra[0] & 0xffffu)), ma = h2f(uint16_t(ra[0] >> 16));
-        const float db = h2f(uint16_t(rb[0] & 0xffffu)), mb = h2f(uint16_t(rb[0] >> 16));
+        int isc[8][4], mn[2][8];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) isc[nt][i] = 0;
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
-            int sca, mma_, scb, mmb;
-            q4k_scale_min(ra, s, sca, mma_);
-            q4k_scale_min(rb, s, scb, mmb);
-            const float dsc[2] = {__fmul_rn(da, float(sca)), __fmul_rn(db, float(scb))};
-            const float dmm[2] = {__fmul_rn(ma, float(mma_)), __fmul_rn(mb, float(mmb))};
+            int sc[2];
+            q4k_scale_min(ra, s, sc[0], mn[0][s]);
+            q4k_scale_min(rb, s, sc[1], mn[1][s]);
             const int wa = 4 + 8 * (s / 2) + t.tig;
             const uint32_t mask = 0x0F0F0F0Fu;
             const int sh = (s & 1) * 4;
@@ -303,13 +356,22 @@ template <> struct Mq<DType::Q4_K> {
                 int r[4];
                 mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                    const int xsum = t.xs[tk * 16 + 2 * s] + t.xs[tk * 16 + 2 * s + 1];
-                    seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk * 8 + s], dsc[i >> 1], dmm[i >> 1], r[i], xsum));
-                }
+                for (int i = 0; i < 4; ++i) isc[nt][i] += sc[i >> 1] * r[i];
             }
         }
+        const float d[2] = {h2f(uint16_t(ra[0] & 0xffffu)), h2f(uint16_t(rb[0] & 0xffffu))};
+        const float dmin[2] = {h2f(uint16_t(ra[0] >> 16)), h2f(uint16_t(rb[0] >> 16))};
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                const int* xs = t.xs + tk * 16;
+                int imx = 0;
+#pragma unroll
+                for (int s = 0; s < 8; ++s) imx += mn[i >> 1][s] * (xs[2 * s] + xs[2 * s + 1]);
+                seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], imx));
+            }
     }
 };
 
@@ -320,6 +382,11 @@ template <> struct Mq<DType::Q6_K> {
         uint32_t sa[4], sb[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) sa[i] = mword<C>(t, t.r0, 48 + i), sb[i] = mword<C>(t, t.r1, 48 + i);
+        int comb[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) comb[nt][i] = 0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -341,19 +408,30 @@ template <> struct Mq<DType::Q6_K> {
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                        const int comb = sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * 16 + 2 * s]) +
-                                         sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * 16 + 2 * s + 1]);
-                        seg[nt][i] = __fadd_rn(seg[nt][i], q6k_term(t.xd[tk * 8 + s], dr[i >> 1], comb));
+                        comb[nt][i] += sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * 16 + 2 * s]) +
+                                       sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * 16 + 2 * s + 1]);
                     }
                 }
             }
         }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                seg[nt][i] = __fadd_rn(seg[nt][i], q6k_term(t.xd[tk], dr[i >> 1], comb[nt][i]));
+            }
     }
 };
 
 template <> struct Mq<DType::Q8_0> {
     static constexpr int C = 17;
     __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
+        float blk[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) blk[nt][i] = 0.0f;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
             const uint32_t da = mword<C>(t, t.r0, 64 + b / 2), db = mword<C>(t, t.r1, 64 + b / 2);
@@ -367,12 +445,16 @@ template <> struct Mq<DType::Q8_0> {
                 int r[4];
                 mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                    seg[nt][i] = __fadd_rn(seg[nt][i], q8_0_term(t.xd[tk * 8 + b], dr[i >> 1], r[i]));
-                }
+                for (int i = 0; i < 4; ++i) blk[nt][i] = q8_0_block(blk[nt][i], dr[i >> 1], r[i]);
             }
         }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                seg[nt][i] = __fadd_rn(seg[nt][i], q8_0_term(t.xd[tk], blk[nt][i]));
+            }
     }
 };
 
@@ -388,7 +470,7 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     __shared__ int4 wsm[2 * C * 32];
     __shared__ uint16_t sdsm[64];
     __shared__ int4 xsm4[64 * kXRow / 4];
-    __shared__ float xdsm[64 * 8];
+    __shared__ float xdsm[64];
     __shared__ int xssm[64 * 16];
     int mi = 0;
 #pragma unroll
@@ -434,9 +516,9 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
             if (t0 + tok < T) v = __ldg(reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch);
             *reinterpret_cast<int4*>(xsm + tok * kXRow * 4 + ch * 16) = v;
         }
-        for (int idx = threadIdx.x; idx < 64 * 8; idx += blockDim.x) {
-            const int tok = idx >> 3;
-            xdsm[idx] = t0 + tok < T ? __ldg(xd + int64_t(t0 + tok) * (K / 32) + j * 8 + (idx & 7)) : 0.0f;
+        if (threadIdx.x < 64) {
+            const int tok = threadIdx.x;
+            xdsm[tok] = t0 + tok < T ? __ldg(xd + int64_t(t0 + tok) * (K / 256) + j) : 0.0f;
         }
         for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
             const int tok = idx >> 4;
@@ -559,20 +641,22 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
 }
 
 template <DType D, int NT>
-void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s) {
+void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr) {
     const int nsb = K / 256;
     const int sbs = std::max(2, (nsb + 15) / 16);
     const int nseg = (nsb + sbs - 1) / sbs;
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
-    mmvq_kernel<D, NT><<<grid, nseg * 32, size_t(nseg) * NT * 32 * 4, s>>>(ms, x.q, x.d, x.s, K, T, sbs);
+    size_t smem = size_t(nseg) * NT * 32 * 4;
+    if (x32) smem += size_t(nseg) * sbs * (256 + 64 + 16);
+    mmvq_kernel<D, NT><<<grid, nseg * 32, smem, s>>>(ms, x.q, x.d, x.s, K, T, sbs, x32);
 }
 
 template <DType D>
-void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s) {
+void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32) {
     if (T >= 5) launch_mmvq<D, 8>(ms, K, x, T, s);
     else if (T >= 3) launch_mmvq<D, 4>(ms, K, x, T, s);
     else if (T == 2) launch_mmvq<D, 2>(ms, K, x, T, s);
-    else launch_mmvq<D, 1>(ms, K, x, T, s);
+    else launch_mmvq<D, 1>(ms, K, x, T, s, x32);
 }
 
 }  // namespace
@@ -613,8 +697,13 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const Tensor& x = *n0.src[MatmulArg::X];
     const int K = int(w0.ne[0]), T = int(x.n_rows());
     const XQ q = carve(scratch, K, T);
-    const int64_t threads = int64_t(T) * K;
-    quantize_x_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q,
+    // One token: the dp4a kernel quantizes its own slices (one launch less per product).
+    const int nsb_ = K / 256, sbs_ = std::max(2, (nsb_ + 15) / 16), nseg_ = (nsb_ + sbs_ - 1) / sbs_;
+    const bool fits = size_t(nseg_) * (128 + size_t(sbs_) * (256 + 64 + 16)) <= 48 * 1024;
+    const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
+    const int64_t threads = int64_t(T) * (K / 256) * 32;
+    if (!x32)
+        quantize_x_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q,
                                                                       q.d, q.s);
     MatSet ms{};
     ms.n = count;
@@ -659,9 +748,9 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         return;
     }
     switch (w0.type) {
-        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ms, K, q, T, s); break;
-        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ms, K, q, T, s); break;
-        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ms, K, q, T, s); break;
+        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ms, K, q, T, s, x32); break;
+        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ms, K, q, T, s, x32); break;
+        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ms, K, q, T, s, x32); break;
         default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
     }
 }

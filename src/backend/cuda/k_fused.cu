@@ -1,0 +1,59 @@
+// Kernels for pairs of nodes that a segment launches as one (cuda_backend.cu decides):
+// a residual ADD followed by the RMS_NORM of its result. Each output is computed with
+// exactly the expressions and reduction order of the separate kernels (k_rows.cu), so
+// fusing changes no bits; it only saves a launch and a pass over the sum.
+#include "common.cuh"
+
+namespace glia::cuda {
+namespace {
+
+// One block (256 threads) per row: sum = a + b (stored), then the row's RMS norm of sum.
+__global__ void add_rms_norm_kernel(Rows a, Rows b, float* sum, const float* w, float eps, float* out, int64_t ne0) {
+    const int64_t r = blockIdx.x;
+    const float* ar = a.f(r % a.ne1, r / a.ne1);
+    const float* br = b.f(r % b.ne1, r / b.ne1);
+    float* xr = sum + r * ne0;
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) {
+        const float v = ar[i] + br[i];
+        xr[i] = v;
+        ss += v * v;
+    }
+    __shared__ float part[32];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    const float scale = rsqrtf(part[0] / float(ne0) + eps);
+    float* o = out + r * ne0;
+    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
+}
+
+}  // namespace
+
+bool add_rms_norm_fusable(const Node& add, const Node& norm) {
+    if (add.op != Op::ADD || norm.op != Op::RMS_NORM || norm.src[NormArg::X] != add.out) return false;
+    const Tensor* a = add.src[BinaryArg::A];
+    const Tensor* b = add.src[BinaryArg::B];
+    const Tensor* x = norm.src[NormArg::X];
+    return a && b && a->type == DType::F32 && b->type == DType::F32 && a->ne[0] == b->ne[0] &&
+           a->n_rows() == b->n_rows() && a->ne[1] == b->ne[1] && a->ne[3] == 1 && b->ne[3] == 1 && x->ne[3] == 1 &&
+           add.out->is_contiguous() && norm.out->is_contiguous();
+}
+
+void launch_add_rms_norm(const Node& add, const Node& norm, cudaStream_t s) {
+    const Tensor& a = *add.src[BinaryArg::A];
+    const Tensor& b = *add.src[BinaryArg::B];
+    const Tensor* w = norm.src[NormArg::W];
+    const int64_t rows = a.ne[1] * a.ne[2];
+    add_rms_norm_kernel<<<unsigned(rows), 256, 0, s>>>(Rows::of(a), Rows::of(b), add.out->ptr<float>(),
+                                                       w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps,
+                                                       norm.out->ptr<float>(), a.ne[0]);
+}
+
+}  // namespace glia::cuda
