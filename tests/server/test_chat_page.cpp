@@ -85,7 +85,7 @@ TEST(ServerChatPage, InHeadlessChromium) {
 
     // playwright-core, pinned by the committed package-lock.json, installed once per build
     // folder (again when the lock changes).
-    const fs::path src = fs::path(__FILE__).parent_path() / "chat_page";
+    const fs::path src = fs::path(GLIA_TESTS_DIR) / "server" / "chat_page";
     const fs::path dir = fs::path(glia::test::glia_binary()).parent_path() / "server_chat_page";
     fs::create_directories(dir);
     const bool lock_same = fs::exists(dir / "package-lock.json") &&
@@ -101,9 +101,9 @@ TEST(ServerChatPage, InHeadlessChromium) {
 
     // A long generation for Stop: stories260K decodes thousands of tokens a second, so the
     // request asks for many (ignore_eos) and the context holds them.
-    const int max_tokens = 30000;
+    const int max_tokens = 6000;  // plus the longest prompt, within -c
     ServerProcess srv(stories_with_template(),
-                      {"-c", "32768", "--parallel", "2", "--api-key", "chat-page-key", "--max-tokens-limit", std::to_string(max_tokens)});
+                      {"-c", "8192", "--parallel", "2", "--api-key", "chat-page-key", "--max-tokens-limit", std::to_string(max_tokens)});
     ASSERT_TRUE(srv.ok()) << srv.log();
     const std::string shot = (dir / "chat-page.png").string();
     fs::remove(shot);

@@ -45,7 +45,7 @@ async function until(what, fn, ms) {
 
 const browser = await chromium.launch({ executablePath: exe, headless: true });
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
   const page = await context.newPage();
   page.setDefaultTimeout(20000);
   const pageErrors = [];
@@ -147,26 +147,7 @@ try {
   check(unit[1] === '<p>a &lt;b&gt;b&lt;/b&gt; &amp; &quot;c&quot;</p>', 'the renderer escapes HTML: ' + unit[1]);
   check(/<ul[^>]*><li><p>x<\/p><ul[^>]*><li><p>y<\/p><\/li><\/ul><\/li><\/ul>/.test(unit[2]), 'nested lists: ' + unit[2]);
 
-  step('a follow-up in that conversation, then the screenshot');
-  await page.fill('#input', 'Thanks! Now tell me a story about a cat.');
-  await page.press('#input', 'Enter');
-  await page.waitForFunction(() => document.querySelectorAll('.msg.assistant').length === 2 &&
-    document.querySelectorAll('.msg.assistant')[1].dataset.done === '1');
-  check(chatRequests.length === 2 && chatRequests[1].body.messages.length === 4,
-    'the follow-up sends the conversation so far (system, user, assistant, user)');
-  await page.evaluate(() => { document.querySelector('#messages').scrollTop = 0; });
-  await page.screenshot({ path: shot });
-  console.log('     screenshot: ' + shot);
-
-  step('delete a conversation');
-  await page.click('#conversations li[data-id="injected"] .conv-delete');
-  check((await page.locator('#conversations li').count()) === 1 &&
-    !(await page.evaluate(() => localStorage.getItem('glia.chat.conversations').includes('"injected"'))),
-  'the conversation is gone from the list and from localStorage');
-
-  step('stop a long generation');
-  await page.click('#new-chat');
-  check((await page.locator('.msg').count()) === 0, 'New chat starts an empty conversation');
+  step('a long follow-up in that conversation: screenshot mid-stream, then Stop');
   await page.click('#settings-toggle');
   await page.fill('#set-max-tokens', String(maxTokens));
   await page.fill('#set-temperature', '1');
@@ -175,17 +156,30 @@ try {
   const disconnects0 = await metric('glia_client_disconnects_total');
   const cancelled0 = await metric('glia_requests_cancelled_total');
   const generated0 = await metric('glia_generated_tokens_total');
-  await page.fill('#input', 'Tell me a very long story.');
+  await page.fill('#input', 'Thanks! Now tell me a long story about a cat.');
   await page.press('#input', 'Enter');
-  await page.waitForFunction(() => (document.querySelector('.msg.assistant .body') || {}).textContent.length > 30);
+  await page.waitForFunction(() => {
+    const a = document.querySelectorAll('.msg.assistant');
+    return a.length === 2 && (a[1].querySelector('.body').textContent.length > 60 || a[1].dataset.done === '1');
+  });
+  const early = await page.locator('.msg.assistant >> nth=1').getAttribute('data-done');
+  check(early === '0', 'the long reply streams' + (early === '0' ? '' : ' (it ended: ' +
+    (await page.locator('.msg.assistant >> nth=1').textContent()) + ')'));
   check(await page.isVisible('#stop') && !(await page.isVisible('#send')), 'while a reply streams, Stop replaces Send');
+  check(/tokens, [\d.]+ tok\/s/.test(await page.textContent('#status')), 'the status line shows the live speed: ' +
+    (await page.textContent('#status')));
+  await page.screenshot({ path: shot });
+  console.log('     screenshot: ' + shot);
   await page.click('#stop');
-  await page.waitForSelector('.msg.assistant[data-done="1"]');
-  const stopStats = await page.textContent('.msg.assistant .stats');
+  const last = '.msg.assistant >> nth=1';
+  await page.waitForSelector('.msg.assistant[data-done="1"] >> nth=1');
+  check(chatRequests.length === 2 && chatRequests[1].body.messages.length === 4 && chatRequests[1].body.ignore_eos === true,
+    'the follow-up sends the conversation so far (system, user, assistant, user) and the extra fields');
+  const stopStats = await page.locator(last).locator('.stats').textContent();
   check(/stopped/.test(stopStats), 'the reply is marked stopped: ' + stopStats);
-  const len1 = (await page.textContent('.msg.assistant .body')).length;
+  const len1 = (await page.locator(last).locator('.body').textContent()).length;
   await page.waitForTimeout(400);
-  const len2 = (await page.textContent('.msg.assistant .body')).length;
+  const len2 = (await page.locator(last).locator('.body').textContent()).length;
   check(len1 === len2 && len1 > 0, 'the reply stops growing (' + len1 + ' characters)');
   const gone = await until('the server to count the cancellation', async () =>
     (await metric('glia_client_disconnects_total')) >= disconnects0 + 1 &&
@@ -195,6 +189,15 @@ try {
   check(gone, 'the server cancelled the request (glia_client_disconnects_total, glia_requests_cancelled_total)');
   check(generated < maxTokens, 'the server generated ' + generated + ' of the ' + maxTokens + ' tokens asked for');
   check(await page.isVisible('#send'), 'Send is back');
+
+  step('delete a conversation, start a new one');
+  await page.click('#conversations li[data-id="injected"] .conv-delete');
+  check((await page.locator('#conversations li').count()) === 1 &&
+    !(await page.evaluate(() => localStorage.getItem('glia.chat.conversations').includes('"injected"'))),
+  'the conversation is gone from the list and from localStorage');
+  await page.click('#new-chat');
+  check((await page.locator('.msg').count()) === 0 && (await page.textContent('#conv-title')) === 'New chat',
+    'New chat starts an empty conversation');
 
   step('the page itself');
   check(foreign.length === 0, 'nothing was fetched from outside the server' + (foreign.length ? ': ' + foreign.join(' ') : ''));
