@@ -73,7 +73,8 @@ TEST(ServerChatPage, InHeadlessChromium) {
         chromium = out.substr(0, out.find('\n'));
     }
     std::string missing;
-    if (chromium.empty() || !fs::exists(chromium)) missing += " chromium";
+    if (chromium.empty()) missing += " chromium";
+    else if (!fs::exists(chromium)) missing += " chromium (" + chromium + " does not exist)";
     if (glia::test::run_command("node --version 2>&1", &out) != 0) missing += " node";
     if (glia::test::run_command("npm --version 2>&1", &out) != 0) missing += " npm";
     if (!missing.empty()) {
