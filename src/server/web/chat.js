@@ -131,6 +131,7 @@
       const dd = document.createElement('dd');
       dd.textContent = String(v);
       dd.title = String(v);
+      if (k === 'last reply') dd.id = 'last-speed';
       dl.append(dt, dd);
     }
   }
@@ -170,8 +171,8 @@
     return '–';
   }
   function updateLastSpeed() {
-    const dds = $('model-props').querySelectorAll('dd');
-    if (dds.length) dds[dds.length - 1].textContent = lastSpeed();
+    const dd = $('last-speed');
+    if (dd) dd.textContent = lastSpeed();
   }
 
   // ---- rendering ----
