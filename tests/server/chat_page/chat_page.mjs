@@ -165,11 +165,13 @@ try {
   const early = await page.locator('.msg.assistant >> nth=1').getAttribute('data-done');
   check(early === '0', 'the long reply streams' + (early === '0' ? '' : ' (it ended: ' +
     (await page.locator('.msg.assistant >> nth=1').textContent()) + ')'));
+  // The screenshot first (the reply grows fast), from the top: the code block and the reply's start.
+  await page.evaluate(() => { document.querySelector('#messages').scrollTop = 0; });
+  await page.screenshot({ path: shot });
+  console.log('     screenshot: ' + shot);
   check(await page.isVisible('#stop') && !(await page.isVisible('#send')), 'while a reply streams, Stop replaces Send');
   check(/tokens, [\d.]+ tok\/s/.test(await page.textContent('#status')), 'the status line shows the live speed: ' +
     (await page.textContent('#status')));
-  await page.screenshot({ path: shot });
-  console.log('     screenshot: ' + shot);
   await page.click('#stop');
   const last = '.msg.assistant >> nth=1';
   await page.waitForSelector('.msg.assistant[data-done="1"] >> nth=1');
