@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev                       # libFuzzer + sanitizer runtimes
   libcpp-httplib-dev                             # glia serve
   nodejs                                         # server protocol tests (the openai npm package; npm too)
+  chromium fonts-dejavu-core                     # the chat page's browser test (headless, via playwright-core)
 )
 missing=()
 for p in "${packages[@]}"; do

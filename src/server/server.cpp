@@ -28,6 +28,7 @@
 #include "server/connection.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
+#include "server/web_assets.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -205,7 +206,7 @@ struct HttpServer::Impl {
                 close_connection(res);
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
-                            " (routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
+                            " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
                             "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
@@ -236,6 +237,7 @@ struct HttpServer::Impl {
             if (opt.verbose) std::fprintf(stderr, "glia serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
         });
 
+        serve_web_page();
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             const EngineStats s = engine.stats();
             json j = {{"status", "ok"}, {"model", opt.model_id}, {"running", s.running}, {"waiting", s.waiting}};
@@ -478,6 +480,30 @@ struct HttpServer::Impl {
 
     json model_json() const {
         return json{{"id", opt.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "glia"}};
+    }
+
+    // The chat page: GET / is index.html, GET /web/NAME the other files of
+    // src/server/web/ (web_assets.h). Not behind --api-key: the page holds no secret and
+    // asks for the key when the API answers 401. The policy below lets it load only its
+    // own scripts and styles and talk only to this server; no inline script runs.
+    void serve_web_page() {
+        for (const WebAsset& a : web_assets()) {
+            const std::string path = a.name == "index.html" ? "/" : "/web/" + std::string(a.name);
+            std::string pattern;  // the route is a regex: the name's dots are literal
+            for (char c : path) {
+                if (c == '.') pattern += '\\';
+                pattern += c;
+            }
+            http.Get(pattern, [a](const httplib::Request&, httplib::Response& res) {
+                res.set_header("Content-Security-Policy",
+                               "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+                res.set_header("X-Content-Type-Options", "nosniff");
+                res.set_header("Referrer-Policy", "no-referrer");
+                res.set_header("Cache-Control", "no-cache");
+                res.set_content(a.body.data(), a.body.size(), std::string(a.content_type));
+            });
+        }
     }
 
     bool known_model(const std::string& m) const {

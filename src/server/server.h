@@ -30,6 +30,10 @@
 // running requests fail (500, "model_file_changed"), later ones get 503 and /health
 // answers 503 with the reason; the process does not crash.
 //
+// The chat page: GET / (and its files under /web/) is a browser chat client embedded in
+// the binary (src/server/web/, web_assets.h), served with a Content-Security-Policy that
+// keeps it to this server; it is not behind --api-key (it asks for the key on a 401).
+//
 // Stop strings cancel the engine request when they match (the engine counts it as
 // finished); the response says finish_reason "stop".
 #pragma once

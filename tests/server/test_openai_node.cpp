@@ -19,7 +19,7 @@ TEST(ServerOpenAIClient, NodeOpenAIPackage) {
     std::string out;
     if (glia::test::run_command("node --version 2>&1", &out) != 0) GTEST_SKIP() << "node is not installed: " << out;
     if (glia::test::run_command("npm --version 2>&1", &out) != 0) GTEST_SKIP() << "npm is not installed: " << out;
-    const fs::path src = fs::path(__FILE__).parent_path();
+    const fs::path src = fs::path(GLIA_TESTS_DIR) / "server";
     const fs::path dir = fs::path(glia::test::glia_binary()).parent_path() / "server_node";
     fs::create_directories(dir);
     fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);

@@ -37,6 +37,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
                     "  POST /v1/chat/completions   messages rendered with the model's chat template\n"
                     "  POST /v1/completions        a prompt string (or token ids)\n"
                     "  GET  /v1/models, GET /health, GET /metrics (Prometheus text)\n"
+                    "  GET  /                      a chat page for the browser (in the binary)\n"
                     "Streaming (\"stream\": true) uses Server-Sent Events ending in 'data: [DONE]'.\n"
                     "A model without a chat template renders chat messages as 'role: content' lines\n"
                     "followed by 'assistant:'. Listens on 127.0.0.1 unless --host says otherwise;\n"
