@@ -309,7 +309,8 @@ __device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
                  : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
-constexpr int kXRow = 68;  // words per staged token row (256 bytes + 16 of padding)
+constexpr int kXRow = 68;   // words per staged token row (256 bytes + 16 of padding)
+constexpr int kXsRow = 17;  // ints per staged token's 16-value sums (16 + 1 of padding)
 
 struct MmqTile {
     const uint32_t* w;   // the warp's packed group in shared memory
@@ -366,7 +367,7 @@ template <> struct Mq<DType::Q4_K> {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                const int* xs = t.xs + tk * 16;
+                const int* xs = t.xs + tk * kXsRow;
                 int imx = 0;
 #pragma unroll
                 for (int s = 0; s < 8; ++s) imx += mn[i >> 1][s] * (xs[2 * s] + xs[2 * s + 1]);
@@ -408,8 +409,8 @@ template <> struct Mq<DType::Q6_K> {
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                        comb[nt][i] += sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * 16 + 2 * s]) +
-                                       sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * 16 + 2 * s + 1]);
+                        comb[nt][i] += sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * kXsRow + 2 * s]) +
+                                       sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * kXsRow + 2 * s + 1]);
                     }
                 }
             }
@@ -458,20 +459,38 @@ template <> struct Mq<DType::Q8_0> {
     }
 };
 
+// Asynchronous 16- and 4-byte copies into shared memory (zero-filled when !pred).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+    const unsigned sa = unsigned(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(pred ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool pred) {
+    const unsigned sa = unsigned(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(pred ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// One pipeline stage in shared memory: the two packed row groups of one superblock and
+// the 64 tokens' activations for it.
+template <int C>
+struct MmqStage {
+    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow * 4, kXd = 64 * 4, kXs = 64 * kXsRow * 4;
+    static constexpr int kBytes = kW + kSide + kX + kXd + kXs;
+};
+
 // grid (64-row tiles of every matrix in ms, 64-token tiles, K segments); ms.gstart counts
 // 64-row tiles. Block z sums segment z alone; with several segments it writes its sums to
 // part (segment-major, [seg][T][N] per matrix at poff[m]) for mmq_reduce_kernel to add in
-// order, the dp4a kernel's order.
+// order, the dp4a kernel's order. Two stages: the copies of superblock j + 1 are in
+// flight while superblock j is computed.
 template <DType D>
 __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                   const float* __restrict__ xd, const int* __restrict__ xs, int K,
                                                   int T, int sb_per_seg, float* __restrict__ part, MatOffsets po) {
     constexpr int C = Mq<D>::C;
-    __shared__ int4 wsm[2 * C * 32];
-    __shared__ uint16_t sdsm[64];
-    __shared__ int4 xsm4[64 * kXRow / 4];
-    __shared__ float xdsm[64];
-    __shared__ int xssm[64 * 16];
+    using St = MmqStage<C>;
+    extern __shared__ __align__(16) uint8_t smem[];
     int mi = 0;
 #pragma unroll
     for (int i = 1; i < kMaxMats; ++i)
@@ -483,65 +502,91 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     const int t0 = blockIdx.y * 64;
     const int nsb = K >> 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    MmqTile t;
-    t.w = reinterpret_cast<const uint32_t*>(wsm) + (warp >> 1) * C * 32 * 4;
-    t.sd = sdsm + (warp >> 1) * 32;
-    t.x = reinterpret_cast<const int32_t*>(xsm4);
-    t.xd = xdsm;
-    t.xs = xssm;
-    t.g = lane >> 2;
-    t.tig = lane & 3;
-    t.r0 = (warp & 1) * 16 + t.g;
-    t.r1 = t.r0 + 8;
+    const int jb = int(blockIdx.z) * sb_per_seg, je = min(nsb, jb + sb_per_seg);
+
+    auto issue = [&](int stage, int j) {
+        uint8_t* st = smem + stage * St::kBytes;
+        int4* wsm = reinterpret_cast<int4*>(st);
+        for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
+            const int64_t grp = tile * 2 + idx / (C * 32);
+            const bool ok = grp < groups;
+            cp_async16(wsm + idx, ok ? W + (grp * nsb + j) * C * 32 + idx % (C * 32) : W, ok);
+        }
+        if (D == DType::Q6_K && threadIdx.x < 8) {
+            const int64_t grp = tile * 2 + threadIdx.x / 4;
+            const bool ok = grp < groups;
+            cp_async16(st + St::kW + threadIdx.x * 16,
+                       ok ? reinterpret_cast<const int4*>(side + (grp * nsb + j) * 32) + threadIdx.x % 4
+                          : reinterpret_cast<const int4*>(side),
+                       ok);
+        }
+        int8_t* xsm = reinterpret_cast<int8_t*>(st + St::kW + St::kSide);
+        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
+            const int tok = idx >> 4, ch = idx & 15;
+            const bool ok = t0 + tok < T;
+            cp_async16(xsm + tok * kXRow * 4 + ch * 16,
+                       ok ? reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch
+                          : reinterpret_cast<const int4*>(xq),
+                       ok);
+        }
+        float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX);
+        if (threadIdx.x < 64) {
+            const int tok = threadIdx.x;
+            const bool ok = t0 + tok < T;
+            cp_async4(xdsm + tok, ok ? xd + int64_t(t0 + tok) * (K / 256) + j : xd, ok);
+        }
+        int* xssm = reinterpret_cast<int*>(st + St::kW + St::kSide + St::kX + St::kXd);
+        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
+            const int tok = idx >> 4;
+            const bool ok = t0 + tok < T;
+            cp_async4(xssm + tok * kXsRow + (idx & 15), ok ? xs + int64_t(t0 + tok) * (K / 16) + j * 16 + (idx & 15) : xs,
+                      ok);
+        }
+    };
+
     float seg[8][4], tot[8][4];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) seg[nt][i] = 0.0f, tot[nt][i] = 0.0f;
-    int8_t* xsm = reinterpret_cast<int8_t*>(xsm4);
-    const int jb = int(blockIdx.z) * sb_per_seg, je = min(nsb, jb + sb_per_seg);
+    if (jb < je) issue(0, jb);
+    cp_async_commit();
     for (int j = jb; j < je; ++j) {
+        const int stage = (j - jb) & 1;
+        if (j + 1 < je) issue(stage ^ 1, j + 1);
+        cp_async_commit();
+        cp_async_wait1();
         __syncthreads();
-        for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
-            const int64_t grp = tile * 2 + idx / (C * 32);
-            wsm[idx] = grp < groups ? __ldg(W + (grp * nsb + j) * C * 32 + idx % (C * 32)) : make_int4(0, 0, 0, 0);
-        }
-        if (D == DType::Q6_K && threadIdx.x < 64) {
-            const int64_t grp = tile * 2 + threadIdx.x / 32;
-            sdsm[threadIdx.x] = grp < groups ? __ldg(side + (grp * nsb + j) * 32 + threadIdx.x % 32) : uint16_t(0);
-        }
-        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
-            const int tok = idx >> 4, ch = idx & 15;
-            int4 v = make_int4(0, 0, 0, 0);
-            if (t0 + tok < T) v = __ldg(reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch);
-            *reinterpret_cast<int4*>(xsm + tok * kXRow * 4 + ch * 16) = v;
-        }
-        if (threadIdx.x < 64) {
-            const int tok = threadIdx.x;
-            xdsm[tok] = t0 + tok < T ? __ldg(xd + int64_t(t0 + tok) * (K / 256) + j) : 0.0f;
-        }
-        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
-            const int tok = idx >> 4;
-            xssm[idx] = t0 + tok < T ? __ldg(xs + int64_t(t0 + tok) * (K / 16) + j * 16 + (idx & 15)) : 0;
-        }
-        __syncthreads();
+        const uint8_t* st = smem + stage * St::kBytes;
+        MmqTile t;
+        t.w = reinterpret_cast<const uint32_t*>(st) + (warp >> 1) * C * 32 * 4;
+        t.sd = reinterpret_cast<const uint16_t*>(st + St::kW) + (warp >> 1) * 32;
+        t.x = reinterpret_cast<const int32_t*>(st + St::kW + St::kSide);
+        t.xd = reinterpret_cast<const float*>(st + St::kW + St::kSide + St::kX);
+        t.xs = reinterpret_cast<const int*>(st + St::kW + St::kSide + St::kX + St::kXd);
+        t.g = lane >> 2;
+        t.tig = lane & 3;
+        t.r0 = (warp & 1) * 16 + t.g;
+        t.r1 = t.r0 + 8;
         Mq<D>::superblock(t, seg);
+        __syncthreads();  // this stage is refilled by the next iteration's copies
     }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]);
     float* __restrict__ out = gridDim.z > 1 ? part + po.off[mi] + int64_t(blockIdx.z) * T * N : ms.out[mi];
-    const int64_t row0 = tile * 64 + warp * 16 + t.g;
+    const int64_t row0 = tile * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int64_t row = row0 + (i >> 1) * 8;
-            const int tok = t0 + nt * 8 + t.tig * 2 + (i & 1);
+            const int tok = t0 + nt * 8 + (lane & 3) * 2 + (i & 1);
             if (row < N && tok < T) out[int64_t(tok) * N + row] = tot[nt][i];
         }
 }
+
 
 // Record byte i of a 256-value GGUF block of type t (packed.cuh's records).
 __device__ inline uint8_t record_byte(DType t, const uint8_t* blk, int i) {
@@ -640,6 +685,16 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     return x;
 }
 
+template <DType D>
+void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, const MatOffsets& po, dim3 grid, cudaStream_t s) {
+    constexpr int bytes = 2 * MmqStage<Mq<D>::C>::kBytes;
+    static bool attr = [] {
+        return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
+    }();
+    if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
+    mmq_kernel<D><<<grid, 128, bytes, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po);
+}
+
 template <DType D, int NT>
 void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr) {
     const int nsb = K / 256;
@@ -734,9 +789,9 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         }
         const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64), unsigned(nseg));
         switch (w0.type) {
-            case DType::Q4_K: mmq_kernel<DType::Q4_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
-            case DType::Q6_K: mmq_kernel<DType::Q6_K><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
-            case DType::Q8_0: mmq_kernel<DType::Q8_0><<<grid, 128, 0, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po); break;
+            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, po, grid, s); break;
+            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, po, grid, s); break;
+            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, po, grid, s); break;
             default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
         }
         if (nseg > 1) {
