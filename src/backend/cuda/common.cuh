@@ -44,7 +44,9 @@ void launch_rms_norm(const Node& n, cudaStream_t s);
 void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP, SWIGLU, GEGLU
 void launch_rope(const Node& n, cudaStream_t s);
 void launch_matmul(const Node& n, cudaStream_t s);
-void launch_attention(const Node& n, cudaStream_t s, float* scratch);
+// counters: attention_counters(n) ints, zero, left zero (null: a separate merge kernel).
+void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counters);
+size_t attention_counters(const Node& n);
 size_t attention_scratch_bytes(const Node& n);  // the split results launch_attention needs
 inline size_t attention_smem_bytes(int64_t group, int64_t hd, int64_t hd_v) {
     return size_t(group * hd) * 4 + size_t(32 * (hd + 8) + 32 * (hd_v + 8)) * 2;

@@ -90,6 +90,8 @@ public:
         trace_ = e && *e && *e != '0';
         const char* g = std::getenv("GLIA_CUDA_GRAPHS");
         graphs_ = !(g && *g == '0');
+        const char* f = std::getenv("GLIA_FUSE_MATMUL");
+        fuse_ = !(f && *f == '0');
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
@@ -268,7 +270,10 @@ public:
                     launch_matmul(n, stream_);
                 }
                 break;
-            case Op::ATTENTION: launch_attention(n, stream_, scratch(attention_scratch_bytes(n))); break;
+            case Op::ATTENTION:
+                launch_attention(n, stream_, scratch(attention_scratch_bytes(n)),
+                                 fuse_ ? counters(attention_counters(n)) : nullptr);
+                break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
             case Op::MOE_EXPERTS: launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n))); break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
@@ -315,6 +320,21 @@ public:
         }
         return static_cast<float*>(scratch_);
     }
+    // Zeroed ints that kernels leave zero (attention's split counters), grown as needed.
+    int* counters(size_t n) {
+        if (n > counters_n_) {
+            if (counters_) {
+                cudaStreamSynchronize(stream_);
+                free(counters_);
+            }
+            counters_ = alloc(n * sizeof(int), MemoryKind::ACTIVATIONS, "split counters");
+            GLIA_CUDA_CHECK(cudaMemsetAsync(counters_, 0, n * sizeof(int), stream_), "zeroing counters on " + name_);
+            counters_n_ = n;
+            ++scratch_gen_;
+        }
+        return static_cast<int*>(counters_);
+    }
+    bool fuse() const { return fuse_; }
     // Changes whenever the scratch moves (captured graphs hold its address).
     uint64_t scratch_gen() const { return scratch_gen_; }
     bool graphs() const { return graphs_; }
@@ -323,7 +343,10 @@ private:
     void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
     uint64_t scratch_gen_ = 0;
+    void* counters_ = nullptr;
+    size_t counters_n_ = 0;
     bool graphs_ = true;
+    bool fuse_ = true;  // GLIA_FUSE_MATMUL=0: no fused launches (bisecting)
     int ordinal_;
     std::string name_;
     cudaStream_t stream_ = nullptr;
@@ -354,7 +377,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         packed_.push_back(packed_weight(n->src[0]) ? 1 : 0);
     }
     // Consecutive packed products of one input (q/k/v, gate/up) launch together.
-    const bool fuse = !(std::getenv("GLIA_FUSE_MATMUL") && *std::getenv("GLIA_FUSE_MATMUL") == '0');
+    const bool fuse = b.fuse();
     fused_.assign(nodes_.size(), 1);
     for (size_t i = 0; i < nodes_.size();) {
         size_t j = i + 1;

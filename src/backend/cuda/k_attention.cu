@@ -41,11 +41,32 @@ struct AttnJob {
     int64_t pages_row;
     AttnParams ap;
     float* out;
-    float* part;  // [T][n_head][kMaxSplit][hd_v + 2]
+    float* part;    // [T][n_head][kMaxSplit][hd_v + 2]
+    int* counters;  // [T][n_kv], zero between launches: splits done (the last one merges); null: a merge kernel does
     int hd, hd_v, n_head, group;
 };
 
 __device__ __forceinline__ int visible_lo(const AttnParams& ap, int p) { return ap.window > 0 ? max(0, p - ap.window + 1) : 0; }
+
+// Merges one (token, head)'s split results (m, l, accumulator) in split order; a warp.
+__device__ void merge_head(const float* pp, int ns, int hd_v, float* out, int lane) {
+    float M = -INFINITY;
+    for (int s = 0; s < ns; ++s) M = fmaxf(M, __ldcg(pp + s * (hd_v + 2)));
+    float L = 0.0f;
+    for (int s = 0; s < ns; ++s) {
+        const float ms = __ldcg(pp + s * (hd_v + 2));
+        if (ms > -INFINITY) L += __ldcg(pp + s * (hd_v + 2) + 1) * expf(ms - M);
+    }
+    const float inv = 1.0f / L;
+    for (int i = lane; i < hd_v; i += 32) {
+        float a = 0.0f;
+        for (int s = 0; s < ns; ++s) {
+            const float ms = __ldcg(pp + s * (hd_v + 2));
+            if (ms > -INFINITY) a += __ldcg(pp + s * (hd_v + 2) + 2 + i) * expf(ms - M);
+        }
+        out[i] = a * inv;
+    }
+}
 
 // grid (kMaxSplit, n_kv, T), kWarps warps. Dynamic shared memory: q of the group's heads
 // (f16-rounded floats), then 32 K rows and 32 V rows (f16, padded by 16 bytes against
@@ -174,9 +195,26 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
                 if (i < per_v) pp[2 + lane * per_v + i] = acc[a][i];
         }
     }
+    if (ns == 1 || !J.counters) return;
+    // The last split of this (token, KV head) to finish merges its heads.
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    int* counter = J.counters + t * gridDim.y + hk;
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1) == ns - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int hh = warp; hh < group; hh += kWarps) {
+        const int64_t h = int64_t(hk) * group + hh;
+        merge_head(J.part + (t * J.n_head + h) * kMaxSplit * (hd_v + 2), ns, hd_v, J.out + (t * J.n_head + h) * hd_v,
+                   lane);
+    }
+    if (threadIdx.x == 0) *counter = 0;
 }
 
-// One warp per (token, head) whose cells were split: merge the splits' partial results.
+// One warp per (token, head) whose cells were split: merge the splits' partial results
+// (when no counters were given).
 __global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const float* part, float* out, int n_head,
                                     int hd_v, int64_t T) {
     const int64_t job = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -186,23 +224,7 @@ __global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const flo
     const int p = pos[t];
     const int ns = n_splits(p - visible_lo(ap, p) + 1);
     if (ns == 1) return;
-    const float* pp = part + job * kMaxSplit * (hd_v + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < ns; ++s) M = fmaxf(M, pp[s * (hd_v + 2)]);
-    float L = 0.0f;
-    for (int s = 0; s < ns; ++s) {
-        const float ms = pp[s * (hd_v + 2)];
-        if (ms > -INFINITY) L += pp[s * (hd_v + 2) + 1] * expf(ms - M);
-    }
-    const float inv = 1.0f / L;
-    for (int i = lane; i < hd_v; i += 32) {
-        float a = 0.0f;
-        for (int s = 0; s < ns; ++s) {
-            const float ms = pp[s * (hd_v + 2)];
-            if (ms > -INFINITY) a += pp[s * (hd_v + 2) + 2 + i] * expf(ms - M);
-        }
-        out[job * hd_v + i] = a * inv;
-    }
+    merge_head(part + job * kMaxSplit * (hd_v + 2), ns, hd_v, out + job * hd_v, lane);
 }
 
 // Tokens per launch, so that the split results fit the scratch budget.
@@ -220,7 +242,13 @@ size_t attention_scratch_bytes(const Node& n) {
     return size_t(T * q.ne[1] * kMaxSplit * (v.ne[0] + 2) * 4);
 }
 
-void launch_attention(const Node& n, cudaStream_t s, float* scratch) {
+size_t attention_counters(const Node& n) {
+    const Tensor& q = *n.src[AttnArg::Q];
+    const Tensor& v = *n.src[AttnArg::V];
+    return size_t(std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0])) * n.src[AttnArg::K]->ne[1]);
+}
+
+void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counters) {
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& k = *n.src[AttnArg::K];
     const Tensor& v = *n.src[AttnArg::V];
@@ -251,10 +279,12 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch) {
         J.ap = n.p<AttnParams>();
         J.out = n.out->ptr<float>() + t0 * n_head * hd_v;
         J.part = scratch;
+        J.counters = counters;
         J.hd = int(hd), J.hd_v = int(hd_v), J.n_head = int(n_head), J.group = int(group);
         attend_split_kernel<<<dim3(kMaxSplit, unsigned(n_kv), unsigned(nt)), kWarps * 32, smem, s>>>(J);
         const int64_t jobs = nt * n_head;
-        attend_merge_kernel<<<unsigned((jobs * 32 + 127) / 128), 128, 0, s>>>(J.pos, J.ap, scratch, J.out, int(n_head),
+        if (!counters)
+            attend_merge_kernel<<<unsigned((jobs * 32 + 127) / 128), 128, 0, s>>>(J.pos, J.ap, scratch, J.out, int(n_head),
                                                                               int(hd_v), nt);
     }
 }
