@@ -215,6 +215,23 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
     if (NT == 1 && x32) {
+        // The first records' loads go out before the quantization, and each record's
+        // successor (two buffers where registers allow) loads while it is computed.
+        constexpr bool kTwo = C <= 13;
+        uint32_t wa[4 * C], wb[kTwo ? 4 * C : 1];
+        uint32_t sa = 0, sb = 0;
+        auto load = [&](uint32_t* w, uint32_t& sd, int j) {
+            const int4* rec = W + (g * nsb + j) * C * 32 + lane;
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                const int4 v = __ldg(rec + 32 * c);
+                w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
+                          w[4 * c + 3] = uint32_t(v.w);
+            }
+            sd = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
+        };
+        if (j0 < j1) load(wa, sa, j0);
+        if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
         // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 1 scale).
         uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * (256 + 64 + 16);
         int8_t* q8 = reinterpret_cast<int8_t*>(mine);
@@ -225,17 +242,20 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
             if (lane == 0) sd[j - j0] = d;
         }
         __syncwarp();
-        for (int j = j0; j < j1; ++j) {
-            const int4* rec = W + (g * nsb + j) * C * 32 + lane;
-            uint32_t w[4 * C];
-#pragma unroll
-            for (int c = 0; c < C; ++c) {
-                const int4 v = __ldg(rec + 32 * c);
-                w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
-                          w[4 * c + 3] = uint32_t(v.w);
+        if (kTwo) {
+            for (int j = j0; j < j1; j += 2) {
+                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+                if (j + 2 < j1) load(wa, sa, j + 2);
+                if (j + 1 < j1) {
+                    Pk<D>::dot(wb, sb, q8 + (j + 1 - j0) * 256, sd[j + 1 - j0], s16 + (j + 1 - j0) * 16, acc[0]);
+                    if (j + 3 < j1) load(wb, sb, j + 3);
+                }
             }
-            const uint32_t sdw = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
-            Pk<D>::dot(w, sdw, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+        } else {
+            for (int j = j0; j < j1; ++j) {
+                if (j > j0) load(wa, sa, j);
+                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+            }
         }
     }
     for (int j = j0; j < j1 && !(NT == 1 && x32); ++j) {
