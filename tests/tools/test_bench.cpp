@@ -75,7 +75,25 @@ TEST(Bench, BatchedJson) {
         EXPECT_EQ(r["gen_ts_stddev"].get<double>(), 0.0);  // one repetition
         EXPECT_EQ(r["samples_prompt_ts"].size(), 1u);
         EXPECT_EQ(r["samples_gen_ts"].size(), 1u);
+        EXPECT_EQ(r["alone_same"], -1);  // not asked for
     }
+}
+
+// --check-alone: each sequence of the batch again alone; on this float model the batched
+// path must give every sequence its solo greedy tokens (DESIGN.md principle 6).
+TEST(Bench, BatchedCheckAlone) {
+    std::string out;
+    const std::string model = shared_path("models/stories260K.gguf");
+    ASSERT_EQ(0, run_command(cat(glia_binary(), " bench ", model,
+                                 " --parallel 3 --pp 12 --tg 6 -r 1 -t 2 --check-alone --json 2>&1"),
+                             &out))
+        << out;
+    EXPECT_NE(out.find("--parallel 3: 3 of 3 sequences equal to the same prompt alone"), std::string::npos) << out;
+    const auto j = nlohmann::json::parse(out.substr(out.find('[')));
+    ASSERT_EQ(j.size(), 1u) << out;
+    EXPECT_EQ(j[0]["alone_same"], 3) << out;
+    EXPECT_NE(0, run_glia(cat("bench ", model, " -p 8 -n 4 --check-alone"), &out));
+    EXPECT_NE(out.find("--check-alone needs --parallel"), std::string::npos) << out;
 }
 
 TEST(Bench, BatchedTableAndErrors) {

@@ -336,6 +336,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     } else {
         if (a.has("--pp")) fail("--pp needs --parallel (use -p for prompt-processing tests)");
         if (a.has("--tg")) fail("--tg needs --parallel (use -n for generation tests)");
+        if (a.has("--check-alone")) fail("--check-alone needs --parallel (it compares batched sequences with each alone)");
     }
     const std::vector<int> pps = int_list(a, "-p", 0), tgs = int_list(a, "-n", 0), threads = int_list(a, "-t", 0);
     const long long reps = a.integer("-r");
