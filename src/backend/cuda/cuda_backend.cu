@@ -4,6 +4,9 @@
 // ops and types with a kernel here; the dispatcher runs the rest on the CPU.
 #include "backend/cuda/cuda_backend.h"
 
+#include "backend/alloc_summary.h"
+#include "backend/cuda/staging.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -11,6 +14,8 @@
 #include <mutex>
 
 #include "common.cuh"
+#include "launch.cuh"
+#include "strided.cuh"
 
 namespace glia::cuda {
 
@@ -39,6 +44,19 @@ DeviceInfo device_info(int ordinal) {
 namespace {
 
 bool is(const Tensor* t, DType d) { return t && t->type == d; }
+bool contiguous_is(const Tensor* t, DType d) { return is(t, d) && t->is_contiguous(); }
+// A weight of a type the kernels dequantize, rows a whole number of 32-value chunks.
+bool weight_ok(const Tensor* w) { return w && experts_type_supported(w->type) && w->ne[0] % 32 == 0; }
+// The expert FFN products (k_experts.cu): x [E, T], stacked gate/up [E, F, n], down [F, E, n],
+// each of its own type, ids and routing weights [n_used, T].
+bool experts_ok(const Node& n) {
+    const auto& s = n.src;
+    const Tensor* g = s[MoeExpertsArg::GATE];
+    const Tensor* d = s[MoeExpertsArg::DOWN];
+    return contiguous_is(s[MoeExpertsArg::X], DType::F32) && weight_ok(g) && weight_ok(s[MoeExpertsArg::UP]) &&
+           weight_ok(d) && experts_shape_supported(g->ne[0], g->ne[1]) && experts_shape_supported(d->ne[0], d->ne[1]) &&
+           contiguous_is(s[MoeExpertsArg::IDS], DType::I32) && contiguous_is(s[MoeExpertsArg::WEIGHTS], DType::F32);
+}
 
 class CudaBackend;
 
@@ -63,9 +81,17 @@ public:
         GLIA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream on " + name_);
         const char* e = std::getenv("GLIA_TRACE_ALLOC");
         trace_ = e && *e && *e != '0';
+        staging_ = std::make_unique<Staging>([this](long long bytes, const std::string& purpose) {
+            if (!trace_) return;
+            pinned_ += bytes;
+            std::fprintf(stderr, "glia alloc: %s %-11s %10lld B  %s  (pinned host total %lld MiB)\n", name_.c_str(),
+                         bytes > 0 ? "STAGING" : "STAGING-", bytes > 0 ? bytes : -bytes, purpose.c_str(),
+                         pinned_ >> 20);
+        });
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
+        staging_.reset();
         for (auto& [p, info] : mem_) cudaFree(p);
         cudaStreamDestroy(stream_);
     }
@@ -76,7 +102,8 @@ public:
     bool supports(const Node& n) const override {
         const auto& s = n.src;
         switch (n.op) {
-            case Op::GET_ROWS: return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0;
+            case Op::GET_ROWS:
+                return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::I32);
             case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32)) && s[0]->ne[3] == 1;
             case Op::ADD: case Op::MUL: case Op::SWIGLU: case Op::GEGLU:
                 return is(s[0], DType::F32) && is(s[1], DType::F32) && s[0]->ne[3] == 1 && s[1]->ne[3] == 1;
@@ -94,14 +121,30 @@ public:
             }
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
             case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
-            case Op::MOE_EXPERTS: {
-                const Tensor* g = s[MoeExpertsArg::GATE];
-                return is(s[MoeExpertsArg::X], DType::F32) && g && matmul_type_supported(g->type) &&
-                       s[MoeExpertsArg::UP]->type == g->type && s[MoeExpertsArg::DOWN]->type == g->type &&
-                       g->ne[0] % 32 == 0 && g->ne[1] % 32 == 0;
-            }
+            case Op::MOE_EXPERTS: return experts_ok(n);
             case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
             case Op::COPY: return true;
+            // The newer families' ops: F32 operands as strided views (rows of contiguous values), as on the CPU.
+            case Op::ROPE_FREQS:
+                return f32_rows(s[0]) && s[0]->ne[3] == 1 && is(s[1], DType::I32) && contiguous_is(s[2], DType::F32);
+            case Op::UNARY: return f32_rows(s[0]) && n.out->is_contiguous();
+            case Op::MUL_BCAST: case Op::CONCAT: return f32_rows(s[0]) && f32_rows(s[1]);
+            case Op::SITU: return f32_rows(s[0]) && f32_rows(s[1]);
+            case Op::DELTA_NET:
+                for (int i = DeltaNetArg::Q; i <= DeltaNetArg::BETA; ++i)
+                    if (!f32_rows(s[i])) return false;
+                return f32_rows(s[DeltaNetArg::STATE]) && contiguous_is(s[DeltaNetArg::SEQ], DType::I32) &&
+                       delta_net_shape_supported(n);
+            case Op::RES_MIX:
+                return f32_rows(s[ResMixArg::STACK]) && f32_rows(s[ResMixArg::CUR]) &&
+                       contiguous_is(s[ResMixArg::W], DType::F32) && res_mix_shape_supported(n);
+            case Op::MATMUL_HEADS:
+                return weight_ok(s[0]) && experts_shape_supported(s[0]->ne[0], s[0]->ne[1]) && f32_rows(s[1]);
+            case Op::MOE_GATHER_WEIGHTS: return f32_rows(s[0]) && is(s[1], DType::I32) && s[1]->nb[0] == 4;
+            case Op::MOE_EXPERTS_GLU: {
+                const GluKind k = n.p<GluParams>().kind;
+                return (k == GluKind::SWIGLU || k == GluKind::SITU) && experts_ok(n);
+            }
             default: return false;
         }
     }
@@ -119,7 +162,7 @@ public:
                  "layers or a smaller -c)");
         }
         std::lock_guard<std::mutex> lk(mu_);
-        mem_[p] = {bytes, kind};
+        mem_[p] = {bytes, kind, purpose};
         used_ += bytes;
         if (trace_)
             std::fprintf(stderr, "glia alloc: %s %-11s %10zu B  %s  (total %zu MiB)\n", name_.c_str(),
@@ -147,8 +190,7 @@ public:
             }
         }
         void* d = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
-        GLIA_CUDA_CHECK(cudaMemcpyAsync(d, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
-                        "uploading '" + w.name + "' to " + name_);
+        staging_->upload(d, w.data, w.nbytes(), stream_, w.name + "' to '" + name_);
         std::lock_guard<std::mutex> lk(mu_);
         weights_[w.data] = {d, 1};
     }
@@ -199,6 +241,19 @@ public:
     void synchronize() override {
         GLIA_CUDA_CHECK(cudaStreamSynchronize(stream_), "waiting for " + name_);
     }
+    void load_done() override {
+        staging_->release();
+        synchronize();
+        if (!trace_) return;
+        std::vector<AllocRecord> live;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            for (const auto& [p, m] : mem_) live.push_back({m.bytes, m.kind, m.purpose});
+        }
+        size_t free_b = 0, total = 0;
+        if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) cudaGetLastError(), total = 0;
+        std::fputs(alloc_summary(name_, live, free_b, total).c_str(), stderr);
+    }
 
     void launch(const Node& n) {
         switch (n.op) {
@@ -207,12 +262,19 @@ public:
             case Op::ADD: case Op::MUL: case Op::SCALE: case Op::SOFTCAP: case Op::SWIGLU: case Op::GEGLU:
                 launch_binary(n, stream_);
                 break;
-            case Op::ROPE: launch_rope(n, stream_); break;
+            case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, stream_); break;
             case Op::MATMUL: launch_matmul(n, stream_); break;
             case Op::ATTENTION: launch_attention(n, stream_); break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
-            case Op::MOE_EXPERTS: launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n))); break;
+            case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
+                launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n)));
+                break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
+            case Op::UNARY: case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: launch_elementwise(n, stream_); break;
+            case Op::DELTA_NET: launch_delta_net(n, stream_); break;
+            case Op::RES_MIX: launch_res_mix(n, stream_); break;
+            case Op::MATMUL_HEADS: launch_matmul_heads(n, stream_); break;
+            case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, stream_); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;
             default: fail(name_, ": no kernel for ", op_name(n.op));
         }
@@ -243,7 +305,9 @@ private:
     std::string name_;
     cudaStream_t stream_ = nullptr;
     bool trace_ = false;
-    struct Mem { size_t bytes; MemoryKind kind; };
+    struct Mem { size_t bytes; MemoryKind kind; std::string purpose; };
+    std::unique_ptr<Staging> staging_;
+    long long pinned_ = 0;
     mutable std::mutex mu_;
     std::map<void*, Mem> mem_;
     size_t used_ = 0;
