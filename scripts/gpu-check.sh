@@ -23,9 +23,10 @@
 #   --quick       the op table at one shape and the default types only
 # Environment: OUT (logs go there when set, else build-gpu-logs/), GLIA_SHARED (test data:
 #   default shared/ or gpu-data/shared/ in the checkout, else ../shared), TYPES (weight
-#   types for the op table), SHAPES (named shapes), TOKENS (default 1,64), GOLDEN_FILTER
+#   types for the op table), SHAPES (named shapes), TOKENS (default 1,16), GOLDEN_FILTER
 #   (a gtest filter), SKIP_GOLDEN=1, SKIP_OPS=1.
 set -uo pipefail
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
@@ -47,13 +48,22 @@ done
 
 if [ -n "$pack" ]; then
   [ -x build/glia ] || { echo "gpu-check.sh --pack: build/glia not found (build first)" >&2; exit 2; }
-  mkdir -p "$pack"
+  mkdir -p "$pack/lib"
   cp build/glia "$pack/glia"
   [ -x build/tests/test_golden ] && cp build/tests/test_golden "$pack/test_golden"
-  strip --strip-debug "$pack"/* 2>/dev/null || true
-  echo "gpu-check.sh: packed into $pack/ (carry it):"
-  ls -l "$pack"
-  for f in "$pack"/*; do echo "-- ldd $f"; ldd "$f" | sed 's/^/   /'; done
+  strip --strip-debug "$pack/glia" "$pack"/test_golden 2>/dev/null || true
+  # The shared libraries they load beyond glibc and the compiler's runtime (PCRE2,
+  # cpp-httplib, OpenSSL, zlib, brotli): that machine has none of our Debian packages, but
+  # it has g++ (libstdc++, whose copy from here would need this machine's glibc 2.36). The
+  # script puts lib/ on LD_LIBRARY_PATH.
+  for f in "$pack/glia" "$pack"/test_golden; do
+    [ -x "$f" ] || continue
+    ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
+      grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -L "$lib" "$pack/lib/"; done
+  done
+  echo "gpu-check.sh: packed into $pack/ (carry it; $(du -sh "$pack" | cut -f1)):"
+  ls -l "$pack" "$pack/lib"
   exit 0
 fi
 
@@ -77,7 +87,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 nvcc --version 2>/dev/null | tail -1 || true
 
 # Binaries: a carried or built glia that runs here.
-runs() { [ -x "$1/glia" ] && ! ldd "$1/glia" 2>/dev/null | grep -q "not found" && "$1/glia" --help >/dev/null 2>&1; }
+runs() {
+  local lp="$LD_LIBRARY_PATH"
+  [ -d "$1/lib" ] && lp="$(cd "$1/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -x "$1/glia" ] && LD_LIBRARY_PATH="$lp" "$1/glia" --help >/dev/null 2>&1
+}
 if [ -z "$bin" ]; then
   for d in build-carry build build-gpu; do runs "$d" && { bin="$d"; break; }; done
 fi
@@ -93,6 +107,7 @@ if [ -z "$bin" ]; then
     status=1
   fi
 fi
+[ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$(cd "$bin/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 glia="$root/$bin/glia"
 [ -x "$glia" ] || glia="$bin/glia"
 golden=""
@@ -114,7 +129,7 @@ if [ "${SKIP_OPS:-0}" != 1 ] && [ -x "$glia" ]; then
   else
     shapes="${SHAPES:-llama3-1b qwen35 kimi-k3 gemma4}"; types="${TYPES:-$all_types}"
   fi
-  tokens="${TOKENS:-1,64}"
+  tokens="${TOKENS:-1,16}"
   first=1
   for shape in $shapes; do
     # Every type at the first shape; the family shapes with three types (their own ops differ).
