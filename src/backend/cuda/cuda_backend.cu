@@ -270,9 +270,9 @@ public:
                 launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n)));
                 break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
-            case Op::UNARY: case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: launch_elementwise(n, stream_); break;
+            case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: case Op::RES_MIX: launch_mix(n, stream_); break;
+            case Op::UNARY: launch_unary(n, stream_); break;
             case Op::DELTA_NET: launch_delta_net(n, stream_); break;
-            case Op::RES_MIX: launch_res_mix(n, stream_); break;
             case Op::MATMUL_HEADS: launch_matmul_heads(n, stream_); break;
             case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, stream_); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;

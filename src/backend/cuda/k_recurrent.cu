@@ -1,18 +1,37 @@
-// DELTA_NET, the gated delta rule (linear-attention blocks of qwen35 and kimi-k3), first
-// version. Per value head h and sequence, a dk x dv matrix S lives in the sequence's row of
-// the state operand and is updated in place; for each of the sequence's tokens in batch
-// order (as the CPU's ops_recurrent.cpp):
-//   S = diag(exp(g)) S;   u = beta (v - S^T k);   S += k u^T;   o = S^T (q * q_scale)
-// Every column c of S evolves on its own given the token's k, q, g and beta, so a block
-// takes 32 columns of one (sequence, head) and keeps them in registers for the whole
-// batch: 32 lanes x 8 row groups, thread (ty, tx) holding rows ty, ty + 8, ... of column
-// tx (dk <= 256). The two sums over rows (S^T k and S^T q) go through shared memory, rows
-// added in group order. The state is read once and written once per step; a prompt's
-// tokens never leave the registers.
+// Ops of the linear-attention (recurrent) blocks, as the CPU's ops_recurrent.cpp, first
+// versions.
+//   UNARY: silu, sigmoid, softplus over any strided view, one thread per output element.
+//   DELTA_NET, the gated delta rule (qwen35, kimi-k3): per value head h and sequence, a
+//     dk x dv matrix S lives in the sequence's row of the state operand and is updated in
+//     place; for each of the sequence's tokens in batch order:
+//       S = diag(exp(g)) S;   u = beta (v - S^T k);   S += k u^T;   o = S^T (q * q_scale)
+//     Every column c of S evolves on its own given the token's k, q, g and beta, so a block
+//     takes 32 columns of one (sequence, head) and keeps them in registers for the whole
+//     batch: 32 lanes x 8 row groups, thread (ty, tx) holding rows ty, ty + 8, ... of
+//     column tx (dk <= 256). The two sums over rows (S^T k and S^T q) go through shared
+//     memory, rows added in group order. The state is read once and written once per step;
+//     a prompt's tokens never leave the registers.
 #include "strided.cuh"
 
 namespace glia::cuda {
 namespace {
+
+__device__ inline float unary_value(UnaryKind k, float x) {
+    switch (k) {
+        case UnaryKind::SILU: return x / (1.0f + expf(-x));
+        case UnaryKind::SIGMOID: return 1.0f / (1.0f + expf(-x));
+        case UnaryKind::SOFTPLUS: return x > 20.0f ? x : logf(1.0f + expf(x));
+    }
+    return x;
+}
+
+__global__ void unary_kernel(View4 x, UnaryKind kind, float* out, int64_t n) {
+    const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    int64_t i[4];
+    unflatten(idx, x.ne, i);
+    out[idx] = unary_value(kind, x.at(i[0], i[1], i[2], i[3]));
+}
 
 constexpr int kCols = 32, kGroups = 8, kMaxRows = 32;  // dk <= kGroups * kMaxRows
 constexpr int kMaxDk = kGroups * kMaxRows;
@@ -99,6 +118,12 @@ __global__ void __launch_bounds__(kCols * kGroups)
 }
 
 }  // namespace
+
+void launch_unary(const Node& n, cudaStream_t s) {
+    const int64_t total = n.out->n_elements();
+    unary_kernel<<<blocks_for(total, 256), 256, 0, s>>>(View4::of(*n.src[0]), n.p<UnaryParams>().kind,
+                                                       n.out->ptr<float>(), total);
+}
 
 bool delta_net_shape_supported(const Node& n) { return n.src[DeltaNetArg::Q]->ne[0] <= kMaxDk; }
 

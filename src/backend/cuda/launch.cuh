@@ -1,16 +1,17 @@
 // Launchers of the kernels for the ops of the newer families (qwen35, kimi-k3, gemma4) and
-// the stacked-matrix products, with the shape limits their supports() entries check. One
-// file each: k_elementwise.cu, k_recurrent.cu, k_res_mix.cu, k_experts.cu, k_moe_conv.cu.
+// the stacked-matrix products, with the shape limits their supports() entries check:
+// k_mix.cu, k_recurrent.cu (as the CPU's ops_mix.cpp and ops_recurrent.cpp), k_experts.cu,
+// k_moe_conv.cu.
 #pragma once
 #include "common.cuh"
 
 namespace glia::cuda {
 
-void launch_elementwise(const Node& n, cudaStream_t s);  // UNARY, MUL_BCAST, CONCAT, SITU
+void launch_mix(const Node& n, cudaStream_t s);  // MUL_BCAST, CONCAT, SITU, RES_MIX
+bool res_mix_shape_supported(const Node& n);     // saved streams <= 8191
+void launch_unary(const Node& n, cudaStream_t s);
 void launch_delta_net(const Node& n, cudaStream_t s);
-bool delta_net_shape_supported(const Node& n);           // key head size <= 256
-void launch_res_mix(const Node& n, cudaStream_t s);
-bool res_mix_shape_supported(const Node& n);             // saved streams <= 8191
+bool delta_net_shape_supported(const Node& n);   // key head size <= 256
 void launch_matmul_heads(const Node& n, cudaStream_t s);
 void launch_moe_gather_weights(const Node& n, cudaStream_t s);
 // Products with stacked matrices of K inputs and N outputs (MATMUL_HEADS, expert FFNs).
