@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's one command: checks every CUDA kernel against its scalar reference
 # (glia bench-ops --ops all --device cuda, over every weight type and the family shapes),
+# shows which ops of each family's tiny model still run on the CPU (glia run -v -ngl 99),
 # then runs the golden suite with every layer on the GPU (GLIA_DEVICE=cuda), and prints a
 # short summary table last. Exit status: 0 when everything ran and passed.
 #
@@ -24,7 +25,7 @@
 # Environment: OUT (logs go there when set, else build-gpu-logs/), GLIA_SHARED (test data:
 #   default shared/ or gpu-data/shared/ in the checkout, else ../shared), TYPES (weight
 #   types for the op table), SHAPES (named shapes), TOKENS (default 1,16), GOLDEN_FILTER
-#   (a gtest filter), SKIP_GOLDEN=1, SKIP_OPS=1.
+#   (a gtest filter), SKIP_OPS=1, SKIP_PLACEMENT=1, SKIP_GOLDEN=1.
 set -uo pipefail
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -154,7 +155,26 @@ if [ "${SKIP_OPS:-0}" != 1 ] && [ -x "$glia" ]; then
   done
 fi
 
-# 2. The goldens with every layer on the GPU.
+# 2. Where each family's ops run with every layer on the GPU (glia run -v): the ops left on
+#    the CPU are the kernels still missing (or shapes their supports() refuses), and the
+#    allocation summary after load (GLIA_TRACE_ALLOC).
+if [ "${SKIP_PLACEMENT:-0}" != 1 ] && [ -x "$glia" ] && [ -d "$GLIA_SHARED/models" ]; then
+  for m in stories260K tiny-llama-q4_k_m tiny-llama-q2_k tiny-llama-iq4_xs tiny-qwen3moe-q4_k_m tiny-gemma4-q4_k_m \
+           tiny-qwen35-q4_k_m tiny-kimi-k3-q4_k_m tiny-lfm2-q4_k_m; do
+    f="$GLIA_SHARED/models/$m.gguf"
+    [ -f "$f" ] || continue
+    log="$logs/run-$m.txt"
+    GLIA_TRACE_ALLOC=1 "${san[@]}" "$glia" run "$f" -p "Once upon a time" -n 8 --temp 0 -ngl 99 -v >"$log" 2>&1
+    rc=$?
+    # Every plan printed (prompt and decode steps): the ops any of them runs on the CPU.
+    cpu_ops=$(grep -E '^  cpu:' "$log" | sed 's/^  cpu://' | tr ' ' '\n' | grep -E '^[A-Z_]+$' | sort -u | tr '\n' ' ')
+    if [ $rc -ne 0 ]; then note "run $m" FAILED "exit $rc (run-$m.txt)"; status=1
+    elif [ -n "$cpu_ops" ]; then note "run $m" ok "on the CPU: $cpu_ops"
+    else note "run $m" ok "every op on the GPU"; fi
+  done
+fi
+
+# 3. The goldens with every layer on the GPU.
 if [ "${SKIP_GOLDEN:-0}" != 1 ]; then
   if [ -z "$golden" ]; then
     note goldens skipped "no test_golden here (needs GoogleTest + nlohmann-json: carry it, --pack)"
@@ -170,7 +190,7 @@ if [ "${SKIP_GOLDEN:-0}" != 1 ]; then
     rc=$?
     grep -E '^\[golden\]|FAILED|PASSED' "$logs/golden.txt" | tail -150
     passed=$(grep -c '^\[       OK \]' "$logs/golden.txt")
-    failed=$(grep -c '^\[  FAILED  \].*Golden' "$logs/golden.txt")
+    failed=$(grep -c '^\[  FAILED  \].*ms)$' "$logs/golden.txt")
     if [ $rc -eq 0 ]; then note goldens ok "$passed passed"; else note goldens FAILED "$failed failed, $passed passed (golden.txt)"; status=1; fi
     unset GLIA_DEVICE GLIA_BINARY
   fi
@@ -178,9 +198,9 @@ fi
 
 echo
 echo "== summary (logs in $logs)"
-printf '| %-16s | %-7s | %s\n' step result detail
+printf '| %-26s | %-7s | %s\n' step result detail
 for line in "${summary[@]}"; do
   IFS='|' read -r a b c <<<"$line"
-  printf '| %-16s | %-7s | %s\n' "$a" "$b" "$c"
+  printf '| %-26s | %-7s | %s\n' "$a" "$b" "$c"
 done
 exit $status

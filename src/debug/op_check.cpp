@@ -552,6 +552,8 @@ std::vector<OpSpec> layer_op_specs(const LayerShape& d, const std::vector<DType>
         add(Op::MATMUL_HEADS, d.mla_rank, d.mla_v, t).n_head = d.n_head;
         experts(Op::MOE_EXPERTS_GLU, t);  // situ experts (kimi-k3)
     }
+    // Float rows of a length that is no multiple of 32 (stories260K's ffn_down).
+    for (DType t : {DType::F32, DType::F16}) add(Op::MATMUL, 172, 64, t);
     // qwen3moe Q4_K_M: Q4_K gate/up experts with Q6_K down experts.
     experts(Op::MOE_EXPERTS, DType::Q4_K).down_type = DType::Q6_K;
     experts(Op::MOE_EXPERTS_GLU, DType::Q4_K).down_type = DType::Q6_K;

@@ -47,7 +47,7 @@ bool is(const Tensor* t, DType d) { return t && t->type == d; }
 bool contiguous_is(const Tensor* t, DType d) { return is(t, d) && t->is_contiguous(); }
 // A weight of a type the kernels dequantize, rows a whole number of 32-value chunks.
 bool weight_ok(const Tensor* w) { return w && experts_type_supported(w->type) && w->ne[0] % 32 == 0; }
-// The expert FFN products (k_experts.cu): x [E, T], stacked gate/up [E, F, n], down [F, E, n],
+// The expert FFN products (k_gemv.cu): x [E, T], stacked gate/up [E, F, n], down [F, E, n],
 // each of its own type, ids and routing weights [n_used, T].
 bool experts_ok(const Node& n) {
     const auto& s = n.src;
@@ -99,7 +99,9 @@ public:
     Device device() const override { return Device::CUDA; }
     cudaStream_t stream() const { return stream_; }
 
-    bool supports(const Node& n) const override {
+    bool supports(const Node& n) const override { return supports_node(n); }
+    // Types, shapes and strides only (no device state): node_supported() answers it without a GPU.
+    static bool supports_node(const Node& n) {
         const auto& s = n.src;
         switch (n.op) {
             case Op::GET_ROWS:
@@ -110,6 +112,8 @@ public:
             case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32) && s[0]->ne[3] == 1;
             case Op::ROPE: return is(s[0], DType::F32) && is(s[1], DType::I32);
             case Op::MATMUL:
+                if (s[0] && s[0]->ne[0] % 32 != 0)  // float rows of odd length: k_gemv.cu
+                    return matmul_any_k_supported(*s[0]) && is(s[1], DType::F32);
                 return s[0] && matmul_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::F32) &&
                        s[0]->ne[2] == 1;
             case Op::ATTENTION: {
@@ -263,7 +267,10 @@ public:
                 launch_binary(n, stream_);
                 break;
             case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, stream_); break;
-            case Op::MATMUL: launch_matmul(n, stream_); break;
+            case Op::MATMUL:
+                if (n.src[MatmulArg::W]->ne[0] % 32 != 0) launch_matmul_any_k(n, stream_);
+                else launch_matmul(n, stream_);
+                break;
             case Op::ATTENTION: launch_attention(n, stream_); break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
             case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
@@ -358,5 +365,7 @@ void CudaSegment::run(NodeTimer* timer) {
 }  // namespace
 
 std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
+
+bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
 }  // namespace glia::cuda

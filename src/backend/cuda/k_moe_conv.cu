@@ -5,7 +5,7 @@
 //   MOE_GATHER_WEIGHTS: one thread per token picks the selected experts' probabilities
 //     (computed elsewhere: sigmoid routers) and divides by their sum, clamped below at the
 //     smallest normal f16 as the reference does.
-//   (The expert products, MOE_EXPERTS and MOE_EXPERTS_GLU, are in k_experts.cu.)
+//   (The expert products, MOE_EXPERTS and MOE_EXPERTS_GLU, are in k_gemv.cu.)
 //   SHORTCONV: one thread per channel walks the batch's tokens in order, carrying the
 //     sequence's window in the state tensor.
 #include "common.cuh"

@@ -1,6 +1,6 @@
 // Launchers of the kernels for the ops of the newer families (qwen35, kimi-k3, gemma4) and
 // the stacked-matrix products, with the shape limits their supports() entries check:
-// k_mix.cu, k_recurrent.cu (as the CPU's ops_mix.cpp and ops_recurrent.cpp), k_experts.cu,
+// k_mix.cu, k_recurrent.cu (as the CPU's ops_mix.cpp and ops_recurrent.cpp), k_gemv.cu,
 // k_moe_conv.cu.
 #pragma once
 #include "common.cuh"
@@ -17,5 +17,8 @@ void launch_moe_gather_weights(const Node& n, cudaStream_t s);
 // Products with stacked matrices of K inputs and N outputs (MATMUL_HEADS, expert FFNs).
 bool experts_shape_supported(int64_t K, int64_t N);
 bool experts_type_supported(DType t);  // the weight types of dequant.cuh
+// MATMUL with F32/F16/BF16 weights of any row length (the chunked kernels need K % 32 == 0).
+bool matmul_any_k_supported(const Tensor& w);
+void launch_matmul_any_k(const Node& n, cudaStream_t s);
 
 }  // namespace glia::cuda

@@ -1,11 +1,14 @@
-// Products with stacks of matrices, first version: MATMUL_HEADS (one matrix per head,
-// absorbed MLA in kimi-k3) and the MoE expert products MOE_EXPERTS / MOE_EXPERTS_GLU.
+// Matrix-vector products outside k_matmul.cu, first versions:
+//   - products with stacks of matrices: MATMUL_HEADS (one matrix per head, absorbed MLA in
+//     kimi-k3) and the MoE expert products MOE_EXPERTS / MOE_EXPERTS_GLU;
+//   - MATMUL with float weights whose rows are not a whole number of 32-value chunks
+//     (stories260K's ffn_down, K = 172), which the chunked kernels cannot take.
 //
-// One kernel does all of them: a warp computes one output y(b)[r] = sum over k < nk of
-// scale(b, k) * W[m(b, k)][r] . x(b, k), dequantizing its row 32 values at a time (lane,
-// lane + 32, ...) with float activations, the terms added in k order. Templated on the
-// weight type only, so each type costs one instantiation, and the three products of an
-// expert FFN may each have their own type (qwen3moe Q4_K_M: Q6_K down experts):
+// The stacked products share one kernel: a warp computes one output y(b)[r] = sum over
+// k < nk of scale(b, k) * W[m(b, k)][r] . x(b, k), dequantizing its row 32 values at a time
+// (lane, lane + 32, ...) with float activations, the terms added in k order. Templated on
+// the weight type only, so each type costs one instantiation, and the three products of
+// an expert FFN may each have their own type (qwen3moe Q4_K_M: Q6_K down experts):
 //   MATMUL_HEADS  b = (token, head), m = head, nk = 1
 //   experts       1. gate:  b = (token, i-th selected), m = ids[b], into scratch h[b]
 //                 2. up:    the same rows of the up experts; the epilogue applies the gated
@@ -101,7 +104,60 @@ Gemv plain(const Tensor& w) {
     return a;
 }
 
+// One element of a float row (F32, F16, BF16), by scalar loads (rows of any length and
+// alignment).
+template <DType D> __device__ inline float element(const uint8_t* row, int64_t i) {
+    if constexpr (D == DType::F32) return reinterpret_cast<const float*>(row)[i];
+    else if constexpr (D == DType::F16) return h2f(reinterpret_cast<const uint16_t*>(row)[i]);
+    else return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16);
+}
+
+// out[t][r] = W[r] . x[t], a warp per (token, row), lanes striding over the row.
+template <DType D>
+__global__ void __launch_bounds__(kWarps * 32) matmul_rows_kernel(const uint8_t* w, int64_t w_row, const float* x,
+                                                                  int64_t x_row, float* out, int64_t K, int64_t N) {
+    const int lane = threadIdx.x % 32;
+    const int64_t t = blockIdx.x;
+    const int64_t r = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32;
+    if (r >= N) return;
+    const uint8_t* row = w + r * w_row;
+    const float* xt = x + t * x_row;
+    float acc = 0.0f;
+    for (int64_t i = lane; i < K; i += 32) acc = fmaf(element<D>(row, i), xt[i], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) out[t * N + r] = acc;
+}
+
 }  // namespace
+
+bool matmul_any_k_supported(const Tensor& w) {
+    return (w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16) && w.ne[2] == 1 && w.ne[1] > 0 &&
+           w.ne[1] <= 65535LL * kWarps;
+}
+
+void launch_matmul_any_k(const Node& n, cudaStream_t s) {
+    const Tensor& w = *n.src[MatmulArg::W];
+    const Tensor& x = *n.src[MatmulArg::X];
+    const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
+    const dim3 grid(unsigned(T), unsigned((N + kWarps - 1) / kWarps));
+    const auto* wp = static_cast<const uint8_t*>(w.data);
+    const int64_t x_row = int64_t(x.nb[1] / sizeof(float));
+    switch (w.type) {
+        case DType::F32:
+            matmul_rows_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                        n.out->ptr<float>(), K, N);
+            break;
+        case DType::F16:
+            matmul_rows_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                        n.out->ptr<float>(), K, N);
+            break;
+        case DType::BF16:
+            matmul_rows_kernel<DType::BF16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                         n.out->ptr<float>(), K, N);
+            break;
+        default: fail("cuda: no row-product kernel for ", dtype_name(w.type));
+    }
+}
 
 bool experts_type_supported(DType t) { return type_supported(t); }
 
