@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the CUDA kernels without a GPU: turns src/backend/cuda's newer kernel files into
 # host code (gen.py, emu.h) and runs them through the op harness against the scalar
-# references. Needs build/libglia_lib.a (a CUDA build) and takes a few minutes (a thread
+# references. Needs build/libglia_lib.a (a CUDA build) and takes about 10 minutes (a thread
 # per CUDA thread). Usage: tools/cuda_emu/run.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
