@@ -63,6 +63,10 @@ public:
 
     // Waits until all work issued to this backend is done.
     virtual void synchronize() {}
+
+    // Load is over (weights prepared, state allocated): the backend may finish its uploads,
+    // drop buffers it needed only for them, and report (GLIA_TRACE_ALLOC=1: a summary).
+    virtual void load_done() {}
 };
 
 // Host memory views of device tensors are not assumed: debug dumps and results read a

@@ -22,14 +22,20 @@ std::string OpSpec::label() const {
     os << op_name(op);
     switch (op) {
         case Op::MATMUL: case Op::GET_ROWS: os << " " << dtype_name(type) << " " << K << "x" << N; break;
-        case Op::MOE_EXPERTS: os << " " << dtype_name(type) << " " << K << "x" << N << " " << n_used << "/" << n_expert; break;
+        case Op::MOE_EXPERTS:
+            os << " " << dtype_name(type) << (down_type ? std::string("/") + dtype_name(*down_type) : "") << " " << K
+               << "x" << N << " " << n_used << "/" << n_expert;
+            break;
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_GATHER_WEIGHTS:
             os << " " << n_used << "/" << n_expert;
             break;
         case Op::MOE_EXPERTS_GLU:
-            os << " situ " << dtype_name(type) << " " << K << "x" << N << " " << n_used << "/" << n_expert;
+            os << (kind == 1 ? " swiglu " : " situ ") << dtype_name(type)
+               << (down_type ? std::string("/") + dtype_name(*down_type) : "") << " " << K << "x" << N << " " << n_used
+               << "/" << n_expert;
             break;
         case Op::MATMUL_HEADS: os << " " << dtype_name(type) << " " << K << "x" << N << " x" << n_head; break;
+        case Op::MUL_BCAST: os << " " << K << " x" << n_head; break;
         case Op::CONCAT: os << " dim " << kind << " " << K; break;
         case Op::RES_MIX: os << " " << kind << " saved " << K; break;
         case Op::ATTENTION:
@@ -47,6 +53,7 @@ std::string OpSpec::label() const {
             break;
         default: os << " " << K; break;
     }
+    if (strided) os << " strided";
     os << " T=" << T;
     return os.str();
 }
@@ -68,11 +75,16 @@ struct Pool {
     }
 };
 
-// Fills t (F32, F16, BF16 or a quantized type) with N(0, sd) values.
+// Fills t (F32, F16, BF16 or a quantized type) with N(0, sd) values. Large tensors (stacks
+// of experts, wide matrices) repeat a pool of 509 distinct rows: quantizing every row of
+// 8 experts of 2048 x 2048 took most of a bench-ops run. Row r is pool row r % 509, so
+// neighbouring rows and the same row of neighbouring experts still differ.
 void fill(Tensor& t, std::mt19937& rng, float sd) {
+    constexpr int64_t kPool = 509;
     std::normal_distribution<float> g(0.0f, sd);
     std::vector<float> row(t.ne[0]);
-    for (int64_t r = 0; r < t.n_rows(); ++r) {
+    const int64_t rows = t.n_rows(), distinct = rows > 2 * kPool ? kPool : rows;
+    for (int64_t r = 0; r < distinct; ++r) {
         for (auto& x : row) x = g(rng);
         uint8_t* dst = static_cast<uint8_t*>(t.data) + r * t.nb[1];
         switch (t.type) {
@@ -83,22 +95,29 @@ void fill(Tensor& t, std::mt19937& rng, float sd) {
             default: quant::quantize_row(t.type, row.data(), dst, t.ne[0]); break;
         }
     }
+    const size_t row_size = t.row_size();
+    for (int64_t r = distinct; r < rows; ++r)
+        std::memcpy(static_cast<uint8_t*>(t.data) + r * t.nb[1], static_cast<uint8_t*>(t.data) + (r % kPool) * t.nb[1],
+                    row_size);
 }
 
 double tolerance_for(const OpSpec& s) {
     switch (s.op) {
         case Op::MATMUL: case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU: case Op::MATMUL_HEADS: {
             const double chain = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU ? 1.5 : 1.0;
-            if (s.type == DType::F32) return 1e-5 * chain;
-            if (s.type == DType::F16) return 4e-3 * chain;
-            if (s.type == DType::BF16) return 2e-2 * chain;
-            return 2e-2 * chain;  // activations quantized to 8 bits
+            auto of = [](DType t) {
+                if (t == DType::F32) return 1e-5;
+                if (t == DType::F16) return 4e-3;
+                return 2e-2;  // BF16; quantized types: activations quantized to 8 bits
+            };
+            return std::max(of(s.type), s.down_type ? of(*s.down_type) : 0.0) * chain;
         }
         case Op::GEGLU: return 2e-3;      // GELU read from an f16 table, as the reference does
         case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
         case Op::ROPE: case Op::ROPE_FREQS: return 1e-4;  // angles by float recurrence
         case Op::DELTA_NET: return 1e-4;  // float sums over the state, token after token
         case Op::MOE_TOPK: return 0;      // ids: exact
+        case Op::GET_ROWS: return 0;      // rows dequantized exactly as the reference dequantizer does
         default: return 1e-5;
     }
 }
@@ -150,6 +169,26 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             for (int i = 0; i < s.n_used; ++i) id[t * s.n_used + i] = (int32_t(t) * mul + i * step) % s.n_expert;
         return ids;
     };
+    // An F32 input [a, b2, c] as a view with padded rows (stride a + pad values) of x * 1 (exact)
+    // computed on the backend, so that the kernel reads a strided operand as in the models;
+    // the reference reads the same view of the host input.
+    std::deque<Tensor> host_views;
+    std::vector<std::pair<Tensor*, Tensor*>> view_for_ref;
+    auto f32_input = [&](int64_t a, int64_t b2, int64_t c, const char* name, float sd = 1.0f) {
+        if (!s.strided) return input(DType::F32, a, b2, c, name, sd);
+        const int64_t pad = 8, row = a + pad;
+        Tensor* full = input(DType::F32, row, b2, c, name, sd);
+        const size_t offset = 4 * sizeof(float);  // the view starts inside the row, as a model's slices do
+        Tensor* v = g.view(g.scale(full, 1.0f), a, b2, c, size_t(row) * 4, size_t(row) * 4 * size_t(b2), offset);
+        Tensor hv = *v;
+        hv.view_src = nullptr;
+        hv.view_offs = 0;
+        hv.role = TensorRole::INPUT;
+        hv.data = static_cast<uint8_t*>(full->data) + offset;
+        host_views.push_back(hv);
+        view_for_ref.emplace_back(v, &host_views.back());
+        return v;
+    };
     Tensor* out = nullptr;
     switch (s.op) {
         case Op::MATMUL: {
@@ -194,7 +233,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             break;
         }
         case Op::ROPE: {
-            Tensor* x = input(DType::F32, s.head_dim, s.n_head, T, "x");
+            Tensor* x = f32_input(s.head_dim, s.n_head, T, "x");
             Tensor* pos = input(DType::I32, T, 1, 1, "pos");
             for (int64_t t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
             RopeParams rp;
@@ -207,7 +246,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             break;
         }
         case Op::ROPE_FREQS: {
-            Tensor* x = input(DType::F32, s.head_dim, s.n_head, T, "x");
+            Tensor* x = f32_input(s.head_dim, s.n_head, T, "x");
             Tensor* pos = input(DType::I32, T, 1, 1, "pos");
             for (int64_t t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = int32_t(s.n_past + t);
             Tensor* ff = weight(DType::F32, s.head_dim / 2, 1, 1, "freqs");
@@ -226,9 +265,9 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             break;
         }
         case Op::UNARY: {
-            out = g.unary(input(DType::F32, K, T, 1, "x", 4.0f), static_cast<UnaryKind>(s.kind));
-            r.bytes = 8.0 * K * T;
-            r.flops = 4.0 * K * T;
+            out = g.unary(f32_input(K, s.strided ? 2 : 1, T, "x", 4.0f), static_cast<UnaryKind>(s.kind));
+            r.bytes = 8.0 * double(out->n_elements());
+            r.flops = 4.0 * double(out->n_elements());
             break;
         }
         case Op::DELTA_NET: {
@@ -254,7 +293,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         }
         case Op::MUL_BCAST: {
             // Per-head factors: [K, n_head, T] times [1, n_head, 1].
-            Tensor* a = input(DType::F32, K, s.n_head, T, "a");
+            Tensor* a = f32_input(K, s.n_head, T, "a");
             out = g.mul_bcast(a, input(DType::F32, 1, s.n_head, 1, "b"));
             r.bytes = 8.0 * a->n_elements();
             r.flops = double(a->n_elements());
@@ -263,7 +302,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         case Op::CONCAT: {
             // kind = the dim: [K, 4, T] + [K/4, 4, T] along 0, [K, 2, T] + [K, 1, T] along 1.
             Tensor* a = input(DType::F32, K, s.kind == 0 ? 4 : 2, T, "a");
-            Tensor* b = input(DType::F32, s.kind == 0 ? K / 4 : K, s.kind == 0 ? 4 : 1, T, "b");
+            Tensor* b = f32_input(s.kind == 0 ? K / 4 : K, s.kind == 0 ? 4 : 1, T, "b");
             out = g.concat(a, b, s.kind);
             r.bytes = 8.0 * (a->n_elements() + b->n_elements());
             break;
@@ -271,7 +310,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         case Op::MATMUL_HEADS: {
             Tensor* w = weight(s.type, K, N, s.n_head, "w_heads");
             weights.push_back(w);
-            out = g.matmul_heads(w, input(DType::F32, K, s.n_head, T, "x"));
+            out = g.matmul_heads(w, f32_input(K, s.n_head, T, "x"));
             r.bytes = double(w->nbytes()) + 4.0 * (K + N) * s.n_head * T;
             r.flops = 2.0 * K * N * s.n_head * T;
             break;
@@ -284,7 +323,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             break;
         }
         case Op::SITU: {
-            out = g.situ(input(DType::F32, K, T, 1, "gate", 3.0f), input(DType::F32, K, T, 1, "up", 3.0f), 2.0f, 3.0f);
+            out = g.situ(f32_input(K, T, 1, "gate", 3.0f), f32_input(K, T, 1, "up", 3.0f), 2.0f, 3.0f);
             r.bytes = 12.0 * K * T;
             break;
         }
@@ -299,16 +338,17 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         case Op::MOE_EXPERTS_GLU: {
             Tensor* gw = weight(s.type, K, N, s.n_expert, "gate_exps");
             Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
-            Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
+            Tensor* dw = weight(s.down_type.value_or(s.type), N, K, s.n_expert, "down_exps");
             weights = {gw, uw, dw};
             Tensor* ids = expert_ids(5, 1);
             Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
             GluParams gp;
-            gp.kind = GluKind::SITU;
+            gp.kind = s.kind == 1 ? GluKind::SWIGLU : GluKind::SITU;
             gp.beta = 2.0f;
             gp.linear_beta = 3.0f;
             out = g.moe_experts_glu(input(DType::F32, K, T, 1, "x"), gw, uw, dw, ids, wt, gp);
-            r.bytes = std::min<double>(s.n_expert, double(s.n_used) * T) * 3.0 * row_bytes(s.type, K) * N;
+            r.bytes = std::min<double>(s.n_expert, double(s.n_used) * T) *
+                      (2.0 * row_bytes(s.type, K) * N + double(row_bytes(s.down_type.value_or(s.type), N)) * K);
             r.flops = 6.0 * K * N * s.n_used * T;
             break;
         }
@@ -355,13 +395,13 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         case Op::MOE_EXPERTS: {
             Tensor* gw = weight(s.type, K, N, s.n_expert, "gate_exps");
             Tensor* uw = weight(s.type, K, N, s.n_expert, "up_exps");
-            Tensor* dw = weight(s.type, N, K, s.n_expert, "down_exps");
+            Tensor* dw = weight(s.down_type.value_or(s.type), N, K, s.n_expert, "down_exps");
             weights = {gw, uw, dw};
             Tensor* ids = expert_ids(5, 1);
             Tensor* wt = input(DType::F32, s.n_used, T, 1, "weights", 0.3f);
             out = g.moe_experts(input(DType::F32, K, T, 1, "x"), gw, uw, dw, ids, wt);
             const double used = std::min<double>(s.n_expert, double(s.n_used) * T);
-            r.bytes = used * 3.0 * row_bytes(s.type, K) * N;
+            r.bytes = used * (2.0 * row_bytes(s.type, K) * N + double(row_bytes(s.down_type.value_or(s.type), N)) * K);
             r.flops = 6.0 * K * N * s.n_used * T;
             break;
         }
@@ -403,9 +443,12 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
     b.synchronize();
     // The reference reads the same operands, state as it was before the run.
     Node ref = g.nodes().back();
-    for (int i = 0; i < kMaxOperands; ++i)
+    for (int i = 0; i < kMaxOperands; ++i) {
         for (size_t k = 0; k < states.size(); ++k)
             if (ref.src[i] == states[k]) ref.src[i] = state_host[k];
+        for (auto& [v, hv] : view_for_ref)
+            if (ref.src[i] == v) ref.src[i] = hv;
+    }
     std::vector<double> want;
     reference_op(ref, want);
 
@@ -444,41 +487,116 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
     return r;
 }
 
-std::vector<OpSpec> layer_op_specs(int64_t n_embd, int n_head, int n_kv_head, int head_dim, int64_t n_ff,
-                                   const std::vector<DType>& types, int64_t T, int n_past) {
+// Dense shapes (llama3, qwen3) carry the newer blocks at sizes derived from their own; the
+// newer families' shapes are roughly their public configurations (for timing: the tiny
+// goldens check the exact ones): qwen35 as Qwen3-Next-80B-A3B (gated delta net 16 key /
+// 32 value heads of 128, MoE 512 experts, 10 used), kimi-k3 as Kimi-Linear-48B-A3B (KDA
+// heads of 128 with per-channel decay, MLA rank 512, MoE 256/8), gemma4 as a Gemma-3-4B
+// layer (heads of 256, RoPE frequency factors).
+const std::vector<LayerShape>& layer_shapes() {
+    static const std::vector<LayerShape> v = {
+        //  name         embd  head kv  hd   ff     exp used ffe   lin k/v/hd   mla nope rope rank v  saved
+        {"llama3-1b",    2048, 32, 8, 64,  8192,  8,  2,  2048, 16, 32, 64,  128, 64, 512, 128, 4},
+        {"qwen3-0.6b",   1024, 16, 8, 128, 3072,  8,  2,  768,  8,  16, 128, 128, 64, 512, 128, 4},
+        {"llama3-8b",    4096, 32, 8, 128, 14336, 8,  2,  3584, 16, 32, 128, 128, 64, 512, 128, 4},
+        {"qwen35",       2048, 16, 2, 256, 5120,  512, 10, 512, 16, 32, 128, 128, 64, 512, 128, 4},
+        {"kimi-k3",      2304, 32, 32, 128, 9216, 256, 8, 1024, 32, 32, 128, 128, 64, 512, 128, 8},
+        {"gemma4",       2560, 8, 4, 256,  10240, 8,  2,  2560, 16, 32, 128, 128, 64, 512, 128, 4},
+    };
+    return v;
+}
+
+const LayerShape* find_layer_shape(const std::string& name) {
+    for (const LayerShape& d : layer_shapes())
+        if (name == d.name) return &d;
+    return nullptr;
+}
+
+std::vector<OpSpec> layer_op_specs(const LayerShape& d, const std::vector<DType>& types, int64_t T, int n_past) {
     std::vector<OpSpec> v;
-    auto add = [&](Op op, int64_t K, int64_t N = 0, DType t = DType::F32) {
+    auto add = [&](Op op, int64_t K, int64_t N = 0, DType t = DType::F32) -> OpSpec& {
         OpSpec s;
         s.op = op;
         s.K = K;
         s.N = N;
         s.T = T;
         s.type = t;
-        s.head_dim = head_dim;
-        s.n_head = n_head;
-        s.n_kv_head = n_kv_head;
+        s.head_dim = d.head_dim;
+        s.n_head = d.n_head;
+        s.n_kv_head = d.n_kv_head;
         s.n_past = n_past;
+        s.n_expert = d.n_expert;
+        s.n_used = d.n_used;
         v.push_back(s);
+        return v.back();
+    };
+    auto fits = [](DType t, int64_t K) { return K % dtype_info(t).block_size == 0; };
+    // The expert products read only the selected experts: 16 stacked ones stand for all (the
+    // harness fills every expert with random quantized rows, which is slow at 256 or 512).
+    auto experts = [&](Op op, DType t) -> OpSpec& {
+        OpSpec& s = add(op, d.n_embd, d.n_ff_exp, t);
+        s.n_expert = std::min(d.n_expert, 16);
+        s.n_used = std::min(d.n_used, s.n_expert);
+        return s;
     };
     for (DType t : types) {
-        add(Op::GET_ROWS, n_embd, 4096, t);
-        add(Op::MATMUL, n_embd, int64_t(n_head) * head_dim, t);
-        add(Op::MATMUL, n_embd, int64_t(n_kv_head) * head_dim, t);
-        add(Op::MATMUL, n_embd, n_ff, t);
-        add(Op::MATMUL, n_ff, n_embd, t);
-        add(Op::MOE_EXPERTS, n_embd, n_ff / 4, t);  // 8 experts of a quarter of the FFN, 2 used
+        add(Op::GET_ROWS, d.n_embd, 4096, t);
+        add(Op::MATMUL, d.n_embd, int64_t(d.n_head) * d.head_dim, t);
+        add(Op::MATMUL, d.n_embd, int64_t(d.n_kv_head) * d.head_dim, t);
+        add(Op::MATMUL, d.n_embd, d.n_ff, t);
+        add(Op::MATMUL, d.n_ff, d.n_embd, t);
+        experts(Op::MOE_EXPERTS, t);
+        // MLA's per-head matrices: k_b maps the nope part to the latent rank (rows of 128:
+        // block-32 types only), v_b the latent back to the value head.
+        if (fits(t, d.mla_nope)) add(Op::MATMUL_HEADS, d.mla_nope, d.mla_rank, t).n_head = d.n_head;
+        add(Op::MATMUL_HEADS, d.mla_rank, d.mla_v, t).n_head = d.n_head;
+        experts(Op::MOE_EXPERTS_GLU, t);  // situ experts (kimi-k3)
     }
-    add(Op::RMS_NORM, n_embd);
+    // Float rows of a length that is no multiple of 32 (stories260K's ffn_down).
+    for (DType t : {DType::F32, DType::F16}) add(Op::MATMUL, 172, 64, t);
+    // qwen3moe Q4_K_M: Q4_K gate/up experts with Q6_K down experts.
+    experts(Op::MOE_EXPERTS, DType::Q4_K).down_type = DType::Q6_K;
+    experts(Op::MOE_EXPERTS_GLU, DType::Q4_K).down_type = DType::Q6_K;
+    experts(Op::MOE_EXPERTS_GLU, DType::Q8_0).kind = 1;  // swiglu
+    add(Op::RMS_NORM, d.n_embd);
     add(Op::ROPE, 0);
+    add(Op::ROPE, 0).neox = true;
+    add(Op::ROPE, 0).strided = true;
+    add(Op::ROPE_FREQS, 0).neox = true;  // gemma4's global layers
+    add(Op::ROPE_FREQS, 0).strided = true;
     add(Op::ATTENTION, 0);
-    add(Op::ADD, n_embd);
-    add(Op::SWIGLU, n_ff);
-    add(Op::GEGLU, n_ff);
-    add(Op::SOFTCAP, n_embd);
-    add(Op::SCALE, n_embd);
+    add(Op::ADD, d.n_embd);
+    add(Op::MUL, d.n_embd);
+    add(Op::SWIGLU, d.n_ff);
+    add(Op::GEGLU, d.n_ff);
+    add(Op::SITU, d.n_ff);
+    add(Op::SITU, d.n_ff).strided = true;  // gate and up as halves of one product (kimi-k3)
+    add(Op::SOFTCAP, d.n_embd);
+    add(Op::SCALE, d.n_embd);
     add(Op::MOE_TOPK, 0);
     add(Op::MOE_WEIGHTS, 0);
-    add(Op::SHORTCONV, n_embd);
+    add(Op::MOE_GATHER_WEIGHTS, 0);
+    add(Op::SHORTCONV, d.n_embd);
+    // Linear attention: the activations around the delta rule, then the rule itself with one
+    // decay per head (qwen35) and one per key channel (kimi-k3).
+    const int64_t lin = int64_t(d.lin_v_heads) * d.lin_head_dim;
+    for (UnaryKind k : {UnaryKind::SILU, UnaryKind::SIGMOID, UnaryKind::SOFTPLUS}) add(Op::UNARY, lin).kind = int(k);
+    add(Op::UNARY, lin).strided = true;  // silu of q/k/v slices of the convolution's output (qwen35)
+    for (int per_channel : {0, 1}) {
+        OpSpec& s = add(Op::DELTA_NET, 0);
+        s.kind = per_channel;
+        s.head_dim = d.lin_head_dim;
+        s.n_head = d.lin_v_heads;
+        s.n_kv_head = per_channel ? d.lin_v_heads : d.lin_k_heads;
+    }
+    add(Op::MUL_BCAST, d.lin_head_dim).n_head = d.lin_v_heads;  // per-head decay factors (kimi-k3)
+    add(Op::MUL_BCAST, d.lin_head_dim).strided = true;
+    // MLA: q = [nope-absorbed | rope part] per head, k = [latent | rope part] (kimi-k3).
+    for (int dim : {0, 1}) add(Op::CONCAT, d.mla_rank).kind = dim;
+    OpSpec& cs = add(Op::CONCAT, d.mla_rank);
+    cs.strided = true;
+    add(Op::MATMUL_HEADS, d.mla_rank, d.mla_v, DType::F16).strided = true;
+    add(Op::RES_MIX, d.n_embd).kind = d.n_saved;
     return v;
 }
 

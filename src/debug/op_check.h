@@ -2,6 +2,7 @@
 // the scalar reference (op_reference.h) and times it. This is how each kernel of a backend
 // is enabled: `glia bench-ops --ops` prints these checks, and the tests assert them.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,14 @@ struct OpSpec {
     bool neox = false;
     // MOE_*
     int n_expert = 8, n_used = 2;
+    std::optional<DType> down_type;  // MOE_EXPERTS(_GLU): the down experts' type when not `type`
     // UNARY: the UnaryKind; DELTA_NET: 1 = one decay per key channel (else one per head).
     // DELTA_NET uses head_dim (dk = dv), n_kv_head key heads and n_head value heads.
+    // CONCAT: the dim; RES_MIX: saved streams; MOE_EXPERTS_GLU: 0 situ, 1 swiglu.
     int kind = 0;
+    // The main F32 inputs as strided views (padded rows) of a tensor made on the backend, as
+    // the models pass them (UNARY, MUL_BCAST, CONCAT, SITU, MATMUL_HEADS, ROPE, ROPE_FREQS).
+    bool strided = false;
     std::string label() const;  // "MATMUL q4_k 4096x4096 T=1"
 };
 
@@ -42,9 +48,25 @@ struct OpCheck {
 // `reps` timed runs after one warm-up run, random inputs from `seed`.
 OpCheck check_op(Backend& backend, const OpSpec& spec, int reps = 5, unsigned seed = 1);
 
-// The ops and shapes of one decoder layer of a model shape (hidden size, heads, FFN), at
-// T tokens, over the weight types given: what bench-ops --ops measures.
-std::vector<OpSpec> layer_op_specs(int64_t n_embd, int n_head, int n_kv_head, int head_dim, int64_t n_ff,
-                                   const std::vector<DType>& types, int64_t T, int n_past);
+// One decoder layer's dimensions: attention and FFN (every family), and the blocks of the
+// newer families, so that every op is measured at every named shape.
+struct LayerShape {
+    const char* name;
+    int64_t n_embd;
+    int n_head, n_kv_head, head_dim;
+    int64_t n_ff;
+    int n_expert, n_used;            // MoE routing
+    int64_t n_ff_exp;                // one expert's FFN width
+    int lin_k_heads, lin_v_heads, lin_head_dim;  // linear attention (DELTA_NET, qwen35 / kimi-k3)
+    int mla_nope, mla_rope, mla_rank, mla_v;     // MLA (kimi-k3): per-head dims and the latent rank
+    int n_saved;                     // RES_MIX: saved residual streams
+};
+// The named shapes (llama3-1b, qwen3-0.6b, llama3-8b, qwen35, kimi-k3, gemma4).
+const std::vector<LayerShape>& layer_shapes();
+const LayerShape* find_layer_shape(const std::string& name);
+
+// Every op of one layer of `shape` at T tokens, over the weight types given: what
+// bench-ops --ops measures.
+std::vector<OpSpec> layer_op_specs(const LayerShape& shape, const std::vector<DType>& types, int64_t T, int n_past);
 
 }  // namespace glia

@@ -94,6 +94,62 @@ void ref_attention(const Node& n, std::vector<double>& out) {
     }
 }
 
+// Matrix e of a stacked weight [K, N, n], dequantized: N rows of K.
+std::vector<double> matrix_of(const Tensor& t, int64_t e) {
+    std::vector<double> m;
+    m.reserve(static_cast<size_t>(t.ne[0] * t.ne[1]));
+    for (int64_t r = 0; r < t.ne[1]; ++r) {
+        const auto row = row_of(t, r, e);
+        m.insert(m.end(), row.begin(), row.end());
+    }
+    return m;
+}
+
+// The weighted sum over each token's selected experts of down_e act(gate_e x, up_e x),
+// added in selection order. Each used expert's matrices are dequantized once.
+template <class Act>
+void ref_expert_ffn(const Node& n, int n_used, Act act, std::vector<double>& out) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const Tensor& ids = *n.src[MoeExpertsArg::IDS];
+    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
+    std::vector<double> xs(static_cast<size_t>(E * T));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < E; ++j) xs[t * E + j] = at(x, j, t);
+    std::vector<int> used;
+    for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < n_used; ++i) used.push_back(int(at(ids, i, t)));
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    std::vector<double> y(static_cast<size_t>(T * n_used * E)), h(F);  // y: each (token, i)'s expert output
+    for (int e : used) {
+        const auto G = matrix_of(gate, e), U = matrix_of(up, e), D = matrix_of(down, e);
+        for (int64_t t = 0; t < T; ++t)
+            for (int i = 0; i < n_used; ++i) {
+                if (int(at(ids, i, t)) != e) continue;
+                const double* xt = &xs[t * E];
+                for (int64_t f = 0; f < F; ++f) {
+                    double g = 0, u = 0;
+                    for (int64_t j = 0; j < E; ++j) g += G[f * E + j] * xt[j], u += U[f * E + j] * xt[j];
+                    h[f] = act(g, u);
+                }
+                for (int64_t r = 0; r < E; ++r) {
+                    double d = 0;
+                    for (int64_t f = 0; f < F; ++f) d += D[r * F + f] * h[f];
+                    y[(t * n_used + i) * E + r] = d;
+                }
+            }
+    }
+    out.assign(static_cast<size_t>(E * T), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < n_used; ++i) {
+            const double w = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
+            for (int64_t r = 0; r < E; ++r) out[t * E + r] += w * y[(t * n_used + i) * E + r];
+        }
+}
+
 void ref_moe(const Node& n, std::vector<double>& out) {
     const MoeParams& mp = n.p<MoeParams>();
     if (n.op == Op::MOE_TOPK || n.op == Op::MOE_WEIGHTS) {
@@ -118,30 +174,7 @@ void ref_moe(const Node& n, std::vector<double>& out) {
         }
         return;
     }
-    const Tensor& x = *n.src[MoeExpertsArg::X];
-    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
-    const Tensor& up = *n.src[MoeExpertsArg::UP];
-    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
-    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
-    out.assign(static_cast<size_t>(E * T), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-        for (int i = 0; i < mp.n_used; ++i) {
-            const int e = int(at(*n.src[MoeExpertsArg::IDS], i, t));
-            const double w = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
-            std::vector<double> h(F);
-            for (int64_t f = 0; f < F; ++f) {
-                const auto gr = row_of(gate, f, e), ur = row_of(up, f, e);
-                double g = 0, u = 0;
-                for (int64_t j = 0; j < E; ++j) g += gr[j] * at(x, j, t), u += ur[j] * at(x, j, t);
-                h[f] = silu(g) * u;
-            }
-            for (int64_t r = 0; r < E; ++r) {
-                const auto dr = row_of(down, r, e);
-                double y = 0;
-                for (int64_t f = 0; f < F; ++f) y += dr[f] * h[f];
-                out[static_cast<size_t>(t * E + r)] += w * y;
-            }
-        }
+    ref_expert_ffn(n, mp.n_used, [](double g, double u) { return silu(g) * u; }, out);
 }
 
 // The gated delta rule in double, token by token per sequence (op DELTA_NET).
@@ -247,31 +280,11 @@ void ref_res_mix(const Node& n, std::vector<double>& out) {
 }
 
 void ref_moe_glu(const Node& n, std::vector<double>& out) {
-    const Tensor& x = *n.src[MoeExpertsArg::X];
-    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
-    const Tensor& up = *n.src[MoeExpertsArg::UP];
-    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
     const GluParams& gp = n.p<GluParams>();
-    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
-    out.assign(static_cast<size_t>(E * T), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-        for (int i = 0; i < gp.n_used; ++i) {
-            const int e = int(at(*n.src[MoeExpertsArg::IDS], i, t));
-            const double wt = at(*n.src[MoeExpertsArg::WEIGHTS], i, t);
-            std::vector<double> h(F);
-            for (int64_t f = 0; f < F; ++f) {
-                const auto gr = row_of(gate, f, e), ur = row_of(up, f, e);
-                double g = 0, u = 0;
-                for (int64_t j = 0; j < E; ++j) g += gr[j] * at(x, j, t), u += ur[j] * at(x, j, t);
-                h[f] = gp.kind == GluKind::SITU ? situ(g, u, gp.beta, gp.linear_beta) : silu(g) * u;
-            }
-            for (int64_t r = 0; r < E; ++r) {
-                const auto dr = row_of(down, r, e);
-                double y = 0;
-                for (int64_t f = 0; f < F; ++f) y += dr[f] * h[f];
-                out[static_cast<size_t>(t * E + r)] += wt * y;
-            }
-        }
+    ref_expert_ffn(
+        n, gp.n_used,
+        [&](double g, double u) { return gp.kind == GluKind::SITU ? situ(g, u, gp.beta, gp.linear_beta) : silu(g) * u; },
+        out);
 }
 
 }  // namespace
@@ -402,14 +415,17 @@ void reference_op(const Node& n, std::vector<double>& out) {
         case Op::MATMUL_HEADS: {
             const Tensor& w = *n.src[MatmulArg::W];
             const Tensor& x = *n.src[MatmulArg::X];
-            for (int64_t t = 0; t < x.ne[2]; ++t)
-                for (int64_t h = 0; h < x.ne[1]; ++h)
-                    for (int64_t r = 0; r < w.ne[1]; ++r) {
-                        const auto wr = row_of(w, r, h);
+            const int64_t K = w.ne[0], N = w.ne[1], H = x.ne[1], T = x.ne[2];
+            out.assign(static_cast<size_t>(N * H * T), 0.0);
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t r = 0; r < N; ++r) {
+                    const auto wr = row_of(w, r, h);  // each row dequantized once
+                    for (int64_t t = 0; t < T; ++t) {
                         double d = 0;
-                        for (int64_t i = 0; i < w.ne[0]; ++i) d += wr[i] * at(x, i, h, t);
-                        out.push_back(d);
+                        for (int64_t i = 0; i < K; ++i) d += wr[i] * at(x, i, h, t);
+                        out[static_cast<size_t>((t * H + h) * N + r)] = d;
                     }
+                }
             return;
         }
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;

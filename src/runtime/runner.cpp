@@ -5,6 +5,7 @@
 
 #include "backend/registry.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "tokenizer/vocab.h"
 
 namespace glia {
@@ -37,6 +38,13 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
     // Weights: the CPU reads every one in place (and is the fallback for any op); devices
     // prepare those the placement gives them.
     const WeightSet& ws = model.weights();
+    uint64_t upload_bytes = 0;  // what the devices copy (a progress bar on a terminal)
+    for (const Tensor& w : ws.all())
+        if (pl.device_of_tensor(w.name) != 0) upload_bytes += w.nbytes();
+    std::string device_names;
+    for (size_t d = 1; d < backends_.size(); ++d)
+        device_names += std::string(d > 1 ? ", " : "") + backends_[d]->name();
+    Progress upload("weights to " + device_names, upload_bytes, upload_bytes > 0);
     for (const Tensor& w : ws.all()) {
         const int d = pl.device_of_tensor(w.name);
         weight_dev_[&w] = d;
@@ -45,6 +53,7 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
         if (d != 0) {
             backends_[d]->prepare_weight(w);
             prepared_.emplace_back(d, &w);
+            upload.add(w.nbytes());
         }
     }
     for (const Tensor& w : ws.all())
@@ -57,6 +66,7 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
         backends_[pl.output]->prepare_weight(*output_weight_);
         prepared_.emplace_back(pl.output, output_weight_);
     }
+    upload.done();
 
     std::vector<Op> forced = cpu_ops_from_env();
     forced.insert(forced.end(), opt_.cpu_ops.begin(), opt_.cpu_ops.end());
@@ -67,6 +77,7 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
     dispatcher_ = std::make_unique<Dispatcher>(
         backends_, [this](const Tensor& t, const Node& n) { return tensor_device(t, n); }, dopt);
     place_state();
+    for (size_t d = 1; d < backends_.size(); ++d) backends_[d]->load_done();
 }
 
 Runner::~Runner() {

@@ -169,6 +169,42 @@ TEST(CliOptions, PromptSources) {
     std::filesystem::remove(file);
 }
 
+// GLIA_DEVICE picks the device of every layer where no -ngl is given: cpu runs as before,
+// an unknown name is an error, and cuda without a usable GPU is an error, never a silent
+// CPU run (the GPU test runs rely on it).
+TEST(CliOptions, DeviceFromEnvironment) {
+    std::string out;
+    EXPECT_EQ(run_command("GLIA_DEVICE=cpu " + glia_binary() + " run " + stories() + " -p Once -n 2 -t 1 2>&1", &out),
+              0)
+        << out;
+    EXPECT_EQ(run_command("GLIA_DEVICE=tpu " + glia_binary() + " run " + stories() + " -p Once -n 2 -t 1 2>&1", &out),
+              1)
+        << out;
+    EXPECT_NE(out.find("GLIA_DEVICE='tpu': cpu or cuda"), std::string::npos) << out;
+    if (run_command("nvidia-smi -L >/dev/null 2>&1", nullptr) != 0) {
+        EXPECT_EQ(run_command("GLIA_DEVICE=cuda " + glia_binary() + " run " + stories() + " -p Once -n 2 -t 1 2>&1", &out),
+                  1)
+            << out;
+        EXPECT_NE(out.find("no CUDA device is usable"), std::string::npos) << out;
+    }
+}
+
+// bench-ops --ops on the CPU at a family shape: the newer families' ops pass their checks.
+TEST(CliBenchOps, FamilyShapeOnTheCpu) {
+    std::string out;
+    EXPECT_EQ(run_command(glia_binary() + " bench-ops --ops mul_bcast,concat,res_mix,situ,moe_gather_weights,unary "
+                                          "--shape kimi-k3 --tokens 1,3 -r 1 -t 1 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("| CONCAT dim 0 512 strided T=3 |"), std::string::npos) << out;
+    EXPECT_EQ(out.find("| NO |"), std::string::npos) << out;
+    EXPECT_EQ(run_command(glia_binary() + " bench-ops --ops add --shape nope 2>&1", &out), 1) << out;
+    EXPECT_NE(out.find("unknown shape 'nope' (llama3-1b, qwen3-0.6b, llama3-8b, qwen35, kimi-k3, gemma4)"),
+              std::string::npos)
+        << out;
+}
+
 // Item: a write error on stdout was ignored and generation went on.
 TEST(CliOutput, WriteErrorsStopGeneration) {
     std::string out;

@@ -128,6 +128,64 @@ TEST(OpCheck, BroadcastConcatHeadsAndMixing) {
     }
 }
 
+// Row lookups are exact (the reference dequantizer's values), for every type.
+TEST(OpCheck, EmbeddingsEveryTypeExact) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                    DType::IQ4_XS}) {
+        const OpCheck c = check_op(cpu_backend(2), spec(Op::GET_ROWS, 256, 300, 3, t), 1);
+        EXPECT_TRUE(c.ok && c.max_err == 0.0) << c.label << ": error " << c.max_err;
+    }
+}
+
+// Inputs as strided views of a tensor made by an earlier node, as the models pass them.
+TEST(OpCheck, StridedInputs) {
+    for (int64_t T : {1, 4}) {
+        for (Op op : {Op::UNARY, Op::MUL_BCAST, Op::SITU}) {
+            OpSpec s = spec(op, 64, 0, T);
+            s.strided = true;
+            expect_ok(s);
+        }
+        OpSpec c = spec(Op::CONCAT, 256, 0, T);
+        c.strided = true;
+        expect_ok(c);
+        OpSpec m = spec(Op::MATMUL_HEADS, 64, 96, T, DType::Q8_0);
+        m.strided = true;
+        expect_ok(m);
+        for (Op op : {Op::ROPE, Op::ROPE_FREQS}) {
+            OpSpec r = spec(op, 0, 0, T);
+            r.strided = true;
+            r.n_past = 20;
+            expect_ok(r);
+        }
+    }
+}
+
+// Experts whose down matrices have another type (qwen3moe Q4_K_M: Q6_K), and the SwiGLU
+// variant of MOE_EXPERTS_GLU.
+TEST(OpCheck, ExpertsOfMixedTypes) {
+    for (int64_t T : {1, 5}) {
+        OpSpec s = spec(Op::MOE_EXPERTS, 256, 256, T, DType::Q4_K);
+        s.down_type = DType::Q6_K;
+        expect_ok(s);
+        s.op = Op::MOE_EXPERTS_GLU;
+        expect_ok(s);
+        s.kind = 1;
+        expect_ok(s);
+    }
+}
+
+// Every op of every named shape's layer list has a harness case (at small sizes it would
+// take too long to run them all here: bench-ops --ops all does).
+TEST(OpCheck, LayerListsCoverEveryOp) {
+    for (const LayerShape& d : layer_shapes()) {
+        std::vector<bool> seen(size_t(Op::COUNT), false);
+        for (const OpSpec& s : layer_op_specs(d, {DType::Q4_K}, 1, 16)) seen[size_t(s.op)] = true;
+        for (size_t op = 1; op < size_t(Op::COUNT); ++op)
+            if (Op(op) != Op::COPY) EXPECT_TRUE(seen[op]) << d.name << " has no case for " << op_name(Op(op));
+    }
+}
+
 TEST(OpCheck, MixtureOfExperts) {
     for (int64_t T : {1, 6}) {
         OpSpec s = spec(Op::MOE_TOPK, 0, 0, T);

@@ -14,6 +14,7 @@ StandinBackend::~StandinBackend() = default;
 bool StandinBackend::supports(const Node& n) const {
     if (n.op == Op::COPY) return true;
     if (!ops_.empty() && !ops_.count(n.op)) return false;
+    if (filter_ && !filter_(n)) return false;
     return cpu_.supports(n);
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <set>
 
 #include "backend/backend.h"
@@ -31,6 +32,8 @@ public:
     std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override;
 
     void set_ops(std::set<Op> ops) { ops_ = std::move(ops); }
+    // A further condition on the nodes it takes (e.g. another backend's supports()).
+    void set_filter(std::function<bool(const Node&)> f) { filter_ = std::move(f); }
     // True when [p, p + bytes) lies in one of its allocations.
     bool owns(const void* p, size_t bytes) const;
     // The private copy of a weight (nullptr: not prepared here).
@@ -43,6 +46,7 @@ public:
 private:
     friend class StandinSegment;
     std::set<Op> ops_;
+    std::function<bool(const Node&)> filter_;
     cpu::CpuBackend cpu_;
     mutable std::mutex mu_;
     std::map<const uint8_t*, std::unique_ptr<uint8_t[]>> mem_;  // aligned start -> owner

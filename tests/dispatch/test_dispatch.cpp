@@ -17,6 +17,9 @@
 #include <mutex>
 
 #include "../golden/golden_compare.h"
+#if GLIA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "dispatch/dispatcher.h"
 #include "dispatch/memory_plan.h"
 #include "gguf/gguf.h"
@@ -331,6 +334,54 @@ TEST(Standin, MatmulOnlyDeviceFallsBackForTheRest) {
                 << mc.stem << " layer " << il << ": state on a device that cannot run its op";
     }
 }
+
+#if GLIA_HAVE_CUDA
+// The CUDA backend's supports() over every model's graph, without a GPU: a stand-in that
+// takes exactly the nodes the CUDA backend would runs every model with every layer on the
+// device, and no node of any family is refused (a refusal is an op whose kernel is
+// missing, or a type or shape its supports() does not take, and would run on the CPU).
+TEST(Standin, CudaSupportsEveryOpOfEveryModel) {
+    std::map<std::string, std::set<std::string>> refused;  // model -> "OP (operand types and shapes)"
+    StandinBackend dev;
+    std::string current;
+    dev.set_filter([&](const Node& n) {
+        const bool ok = cuda::node_supported(n);
+        if (!ok) {
+            std::string what = op_name(n.op);
+            for (int i = 0; i < n.n_src(); ++i)
+                if (n.src[i]) what += std::string(" ") + dtype_name(n.src[i]->type) + n.src[i]->shape_str();
+            refused[current].insert(what);
+        }
+        return ok;
+    });
+    int models = 0;
+    for (const ModelCase& mc : model_cases()) {
+        auto m = Model::load(model_path(mc.stem));
+        const ModelProfile& p = m->profile();
+        const GoldenPrompt* gp = &mc.prompts[0];
+        for (const auto& g : mc.prompts)
+            if (g.id == "p2_story40") gp = &g;  // a prompt of several tokens, then decode steps
+        SessionOptions so;
+        so.placement = split(p, 0);
+        so.devices = {&dev};
+        current = mc.stem;
+        const Routing routing = routing_of(gp->j, p.n_layer, p.n_expert_used);
+        evaluate(*m, prompt_tokens(gp->j), 2, so, &routing);
+        ++models;
+    }
+    // Pending in k_attention.cu (being rewritten): head sizes that are not multiples of 32
+    // or exceed 256 (stories260K: 8; kimi-k3's latent attention: 320). Listed, not failed.
+    const std::set<std::string> pending = {"ATTENTION"};
+    for (const auto& [model, ops] : refused)
+        for (const auto& what : ops) {
+            if (pending.count(what.substr(0, what.find(' '))))
+                std::printf("[ pending  ] %s: the CUDA backend refuses %s\n", model.c_str(), what.c_str());
+            else
+                ADD_FAILURE() << model << ": the CUDA backend refuses " << what;
+        }
+    EXPECT_GT(models, 30);
+}
+#endif
 
 // Every golden prompt of every model with everything on the stand-in, against the
 // reference's records (the goldens' own rules).

@@ -270,7 +270,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
                 .key("model_bytes").value(info.bytes)
                 .key("model_size").value(info.bytes)
                 .key("model_n_params").value(info.n_params)
-                .key("backend").value(a.integer("-ngl", 0, 1 << 20) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU")
+                .key("backend").value(gpu_layers_option(a) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU")
                 .key("test").value("batched")
                 .key("n_threads").value(static_cast<int64_t>(r.n_threads))
                 .key("n_batch").value(static_cast<int64_t>(r.n_batch))
@@ -369,7 +369,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     };
     using clock = std::chrono::steady_clock;
 
-    const char* backend_name = a.integer("-ngl", 0, 1 << 20) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU";
+    const char* backend_name = gpu_layers_option(a) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU";
     std::vector<Result> results;
     for (int nt : threads) {
         struct Test { int p, n; };

@@ -47,14 +47,6 @@ const NamedShape kShapes[] = {
     {"llama3-8b", {{4096, 4096}, {4096, 1024}, {4096, 14336}, {14336, 4096}, {4096, 128256}}},
 };
 
-// One decoder layer's dimensions per named shape, for --ops.
-struct LayerDims { const char* name; int64_t n_embd; int n_head, n_kv_head, head_dim; int64_t n_ff; };
-const LayerDims kLayerDims[] = {
-    {"llama3-1b", 2048, 32, 8, 64, 8192},
-    {"qwen3-0.6b", 1024, 16, 8, 128, 3072},
-    {"llama3-8b", 4096, 32, 8, 128, 14336},
-};
-
 std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream ss(s);
@@ -218,10 +210,12 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
 // --ops: every op of one decoder layer (or the listed ones) through the op harness on the
 // chosen device: error against the scalar reference, median time, GB/s and GFLOP/s.
 int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vector<int64_t>& tokens) {
-    const LayerDims* dims = nullptr;
-    for (const LayerDims& d : kLayerDims)
-        if (a.str("--shape") == d.name) dims = &d;
-    if (!dims) fail("bench-ops: unknown shape '", a.str("--shape"), "' (llama3-1b, qwen3-0.6b, llama3-8b)");
+    const LayerShape* dims = find_layer_shape(a.str("--shape"));
+    if (!dims) {
+        std::string names;
+        for (const LayerShape& d : layer_shapes()) names += std::string(names.empty() ? "" : ", ") + d.name;
+        fail("bench-ops: unknown shape '", a.str("--shape"), "' (", names, ")");
+    }
     std::vector<Op> only;
     if (a.str("--ops") != "all") only = parse_cpu_ops(a.str("--ops"));
     const std::string dev = a.str("--device");
@@ -239,8 +233,7 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
     }
     int failed = 0;
     for (int64_t T : tokens)
-        for (const OpSpec& s : layer_op_specs(dims->n_embd, dims->n_head, dims->n_kv_head, dims->head_dim, dims->n_ff,
-                                               types, T, n_past)) {
+        for (const OpSpec& s : layer_op_specs(*dims, types, T, n_past)) {
             if (!only.empty() && std::find(only.begin(), only.end(), s.op) == only.end()) continue;
             const OpCheck c = check_op(b, s, reps);
             failed += c.supported && !c.ok;
@@ -271,7 +264,8 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
     Args a("bench-ops", "[options]");
     a.opt("--device", "NAME", "device to time: cpu, or cuda / cuda:N (with --ops)", "cpu")
         .opt("--types", "LIST", "weight types, comma-separated", "q4_k,q6_k,q8_0")
-        .opt("--shape", "NAME", "named model shape: llama3-1b, qwen3-0.6b, llama3-8b", "llama3-1b")
+        .opt("--shape", "NAME", "named model shape: llama3-1b, qwen3-0.6b, llama3-8b (--ops also: qwen35, kimi-k3, "
+                                "gemma4)", "llama3-1b")
         .opt("-k", "K", "one matrix instead of a named shape: input size K (with -n)")
         .opt("-n", "N", "one matrix: output rows N (with -k)")
         .opt("--tokens", "LIST", "token counts T, comma-separated", "1,512")
@@ -300,6 +294,13 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
             fail("bench-ops: unknown or unsupported weight type '", s, "' (try q4_k, q6_k, q8_0, f16)");
         types.push_back(t);
     }
+    std::vector<int64_t> tokens;
+    for (const std::string& s : split(a.str("--tokens"))) {
+        const long long v = std::atoll(s.c_str());
+        if (v <= 0) fail("bench-ops: bad token count '", s, "' in --tokens");
+        tokens.push_back(v);
+    }
+    if (a.has("--ops")) return run_op_checks(a, types, tokens);
     std::vector<Shape> shapes;
     std::string shape_name;
     if (a.has("-k") || a.has("-n")) {
@@ -313,13 +314,6 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
             if (shape_name == s.name) shapes = s.mats;
         if (shapes.empty()) fail("bench-ops: unknown shape '", shape_name, "' (llama3-1b, qwen3-0.6b, llama3-8b)");
     }
-    std::vector<int64_t> tokens;
-    for (const std::string& s : split(a.str("--tokens"))) {
-        const long long v = std::atoll(s.c_str());
-        if (v <= 0) fail("bench-ops: bad token count '", s, "' in --tokens");
-        tokens.push_back(v);
-    }
-    if (a.has("--ops")) return run_op_checks(a, types, tokens);
     cpu::simd::Isa isa = cpu::simd::best_isa();
     if (a.has("--isa")) {
         bool ok = false;

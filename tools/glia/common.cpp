@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -190,13 +191,36 @@ void add_runtime_options(Args& a) {
 }
 
 void add_device_options(Args& a) {
-    a.opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend)", "0")
+    a.opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend; "
+                                    "default 0, or all with GLIA_DEVICE=cuda)", "0")
         .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory");
+}
+
+#if GLIA_HAVE_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
+long long gpu_layers_option(const Args& a) {
+    if (a.has("-ngl")) return a.integer("-ngl", 0, 1 << 20);
+    // GLIA_DEVICE=cuda: every layer on the GPU unless -ngl says otherwise (how the ordinary
+    // tests, the goldens included, run on the GPU machine).
+    const char* e = std::getenv("GLIA_DEVICE");
+    if (e && std::string(e).rfind("cuda", 0) == 0) {
+        if (cuda_device_count() == 0)
+            fail("GLIA_DEVICE=", e, " but no CUDA device is usable here (this build ",
+                 kBuiltWithCuda ? "has the CUDA backend: no driver or no GPU" : "has no CUDA backend",
+                 "); unset GLIA_DEVICE to run on the CPU");
+        return 1 << 20;
+    }
+    if (e && *e && std::string(e) != "cpu") fail("GLIA_DEVICE='", e, "': cpu or cuda");
+    return 0;
 }
 
 DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq) {
     DeviceChoice c;
-    const long long ngl = a.integer("-ngl", 0, 1 << 20);
+    const long long ngl = gpu_layers_option(a);
     if (ngl == 0) return c;
     PlanRequest req;
     req.n_gpu_layers = static_cast<int>(ngl);

@@ -31,6 +31,8 @@ SamplerParams sampling_params(const Args& a);
 void add_runtime_options(Args& a);
 // Declares -ngl/--gpu-layers and --cpu-moe.
 void add_device_options(Args& a);
+// -ngl as given, else all layers when $GLIA_DEVICE is cuda, else 0.
+long long gpu_layers_option(const Args& a);
 // The placement those options ask for, planned against the free memory of the CUDA
 // devices present (refusals name the remedy; the planner's notes go to stderr), and the
 // backends of its devices beyond the CPU. Everything on the CPU when -ngl is 0.

@@ -8,6 +8,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include "backend/alloc_summary.h"
+#include "backend/cuda/staging.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -16,6 +19,8 @@
 
 #include "common.cuh"
 #include "packed.cuh"
+#include "launch.cuh"
+#include "strided.cuh"
 
 namespace glia::cuda {
 
@@ -44,6 +49,19 @@ DeviceInfo device_info(int ordinal) {
 namespace {
 
 bool is(const Tensor* t, DType d) { return t && t->type == d; }
+bool contiguous_is(const Tensor* t, DType d) { return is(t, d) && t->is_contiguous(); }
+// A weight of a type the kernels dequantize, rows a whole number of 32-value chunks.
+bool weight_ok(const Tensor* w) { return w && experts_type_supported(w->type) && w->ne[0] % 32 == 0; }
+// The expert FFN products (k_gemv.cu): x [E, T], stacked gate/up [E, F, n], down [F, E, n],
+// each of its own type, ids and routing weights [n_used, T].
+bool experts_ok(const Node& n) {
+    const auto& s = n.src;
+    const Tensor* g = s[MoeExpertsArg::GATE];
+    const Tensor* d = s[MoeExpertsArg::DOWN];
+    return contiguous_is(s[MoeExpertsArg::X], DType::F32) && weight_ok(g) && weight_ok(s[MoeExpertsArg::UP]) &&
+           weight_ok(d) && experts_shape_supported(g->ne[0], g->ne[1]) && experts_shape_supported(d->ne[0], d->ne[1]) &&
+           contiguous_is(s[MoeExpertsArg::IDS], DType::I32) && contiguous_is(s[MoeExpertsArg::WEIGHTS], DType::F32);
+}
 
 bool is_weight(const Tensor* t) { return t && t->root()->role == TensorRole::WEIGHT; }
 // A weight operand this backend keeps packed (prepare_weight packs every packable root).
@@ -92,9 +110,17 @@ public:
         graphs_ = !(g && *g == '0');
         const char* f = std::getenv("GLIA_FUSE_MATMUL");
         fuse_ = !(f && *f == '0');
+        staging_ = std::make_unique<Staging>([this](long long bytes, const std::string& purpose) {
+            if (!trace_) return;
+            pinned_ += bytes;
+            std::fprintf(stderr, "glia alloc: %s %-11s %10lld B  %s  (pinned host total %lld MiB)\n", name_.c_str(),
+                         bytes > 0 ? "STAGING" : "STAGING-", bytes > 0 ? bytes : -bytes, purpose.c_str(),
+                         pinned_ >> 20);
+        });
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
+        staging_.reset();
         for (auto& [p, info] : mem_) cudaFree(p);
         cudaStreamDestroy(stream_);
     }
@@ -102,14 +128,17 @@ public:
     Device device() const override { return Device::CUDA; }
     cudaStream_t stream() const { return stream_; }
 
-    bool supports(const Node& n) const override {
+    bool supports(const Node& n) const override { return supports_node(n); }
+    // Types, shapes and strides only (no device state): node_supported() answers it without a GPU.
+    static bool supports_node(const Node& n) {
         const auto& s = n.src;
         for (int i = 0; i < kMaxOperands; ++i) {
             if (view_of_packed(s[i])) return false;
             if (packed_weight(s[i]) && !(i == 0 && (n.op == Op::MATMUL || n.op == Op::GET_ROWS))) return false;
         }
         switch (n.op) {
-            case Op::GET_ROWS: return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0;
+            case Op::GET_ROWS:
+                return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::I32);
             case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32)) && s[0]->ne[3] == 1;
             case Op::ADD: case Op::MUL: case Op::SWIGLU: case Op::GEGLU:
                 return is(s[0], DType::F32) && is(s[1], DType::F32) && s[0]->ne[3] == 1 && s[1]->ne[3] == 1;
@@ -117,6 +146,8 @@ public:
             case Op::ROPE: return is(s[0], DType::F32) && is(s[1], DType::I32);
             case Op::MATMUL:
                 if (packed_weight(s[0])) return is(s[1], DType::F32);
+                if (s[0] && s[0]->ne[0] % 32 != 0)  // float rows of odd length: k_gemv.cu
+                    return matmul_any_k_supported(*s[0]) && is(s[1], DType::F32);
                 return s[0] && matmul_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::F32) &&
                        s[0]->ne[2] == 1;
             case Op::ATTENTION: {
@@ -130,14 +161,30 @@ public:
             }
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
             case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
-            case Op::MOE_EXPERTS: {
-                const Tensor* g = s[MoeExpertsArg::GATE];
-                return is(s[MoeExpertsArg::X], DType::F32) && g && matmul_type_supported(g->type) &&
-                       s[MoeExpertsArg::UP]->type == g->type && s[MoeExpertsArg::DOWN]->type == g->type &&
-                       g->ne[0] % 32 == 0 && g->ne[1] % 32 == 0;
-            }
+            case Op::MOE_EXPERTS: return experts_ok(n);
             case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
             case Op::COPY: return true;
+            // The newer families' ops: F32 operands as strided views (rows of contiguous values), as on the CPU.
+            case Op::ROPE_FREQS:
+                return f32_rows(s[0]) && s[0]->ne[3] == 1 && is(s[1], DType::I32) && contiguous_is(s[2], DType::F32);
+            case Op::UNARY: return f32_rows(s[0]) && n.out->is_contiguous();
+            case Op::MUL_BCAST: case Op::CONCAT: return f32_rows(s[0]) && f32_rows(s[1]);
+            case Op::SITU: return f32_rows(s[0]) && f32_rows(s[1]);
+            case Op::DELTA_NET:
+                for (int i = DeltaNetArg::Q; i <= DeltaNetArg::BETA; ++i)
+                    if (!f32_rows(s[i])) return false;
+                return f32_rows(s[DeltaNetArg::STATE]) && contiguous_is(s[DeltaNetArg::SEQ], DType::I32) &&
+                       delta_net_shape_supported(n);
+            case Op::RES_MIX:
+                return f32_rows(s[ResMixArg::STACK]) && f32_rows(s[ResMixArg::CUR]) &&
+                       contiguous_is(s[ResMixArg::W], DType::F32) && res_mix_shape_supported(n);
+            case Op::MATMUL_HEADS:
+                return weight_ok(s[0]) && experts_shape_supported(s[0]->ne[0], s[0]->ne[1]) && f32_rows(s[1]);
+            case Op::MOE_GATHER_WEIGHTS: return f32_rows(s[0]) && is(s[1], DType::I32) && s[1]->nb[0] == 4;
+            case Op::MOE_EXPERTS_GLU: {
+                const GluKind k = n.p<GluParams>().kind;
+                return (k == GluKind::SWIGLU || k == GluKind::SITU) && experts_ok(n);
+            }
             default: return false;
         }
     }
@@ -155,7 +202,7 @@ public:
                  "layers or a smaller -c)");
         }
         std::lock_guard<std::mutex> lk(mu_);
-        mem_[p] = {bytes, kind};
+        mem_[p] = {bytes, kind, purpose};
         used_ += bytes;
         if (trace_)
             std::fprintf(stderr, "glia alloc: %s %-11s %10zu B  %s  (total %zu MiB)\n", name_.c_str(),
@@ -187,8 +234,7 @@ public:
             // Upload the GGUF rows, repack them on the device, drop the upload.
             const PackedShape ps = packed_shape(w);
             void* raw = alloc(w.nbytes(), MemoryKind::STAGING, w.name + " (upload for packing)");
-            GLIA_CUDA_CHECK(cudaMemcpyAsync(raw, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
-                            "uploading '" + w.name + "' to " + name_);
+            staging_->upload(raw, w.data, w.nbytes(), stream_, w.name + "' to '" + name_);
             d = alloc(ps.main_bytes() + ps.side_bytes(w.type), MemoryKind::WEIGHTS, w.name + " (packed)");
             launch_pack(w.type, static_cast<const uint8_t*>(raw), w.nb[1], ps, d, stream_);
             GLIA_CUDA_CHECK(cudaGetLastError(), "packing '" + w.name + "' on " + name_);
@@ -196,8 +242,7 @@ public:
             free(raw);
         } else {
             d = alloc(w.nbytes(), MemoryKind::WEIGHTS, w.name);
-            GLIA_CUDA_CHECK(cudaMemcpyAsync(d, w.data, w.nbytes(), cudaMemcpyHostToDevice, stream_),
-                            "uploading '" + w.name + "' to " + name_);
+            staging_->upload(d, w.data, w.nbytes(), stream_, w.name + "' to '" + name_);
         }
         std::lock_guard<std::mutex> lk(mu_);
         weights_[w.data] = {d, 1};
@@ -249,6 +294,19 @@ public:
     void synchronize() override {
         GLIA_CUDA_CHECK(cudaStreamSynchronize(stream_), "waiting for " + name_);
     }
+    void load_done() override {
+        staging_->release();
+        synchronize();
+        if (!trace_) return;
+        std::vector<AllocRecord> live;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            for (const auto& [p, m] : mem_) live.push_back({m.bytes, m.kind, m.purpose});
+        }
+        size_t free_b = 0, total = 0;
+        if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) cudaGetLastError(), total = 0;
+        std::fputs(alloc_summary(name_, live, free_b, total).c_str(), stderr);
+    }
 
     // `packed`: operand 0 is a packed weight (packed.cuh).
     void launch(const Node& n, bool packed = false) {
@@ -261,11 +319,13 @@ public:
             case Op::ADD: case Op::MUL: case Op::SCALE: case Op::SOFTCAP: case Op::SWIGLU: case Op::GEGLU:
                 launch_binary(n, stream_);
                 break;
-            case Op::ROPE: launch_rope(n, stream_); break;
+            case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, stream_); break;
             case Op::MATMUL:
                 if (packed) {
                     const Node* one = &n;
                     launch_matmul_packed(&one, 1, stream_, scratch(matmul_packed_scratch_bytes(&one, 1)));
+                } else if (n.src[MatmulArg::W]->ne[0] % 32 != 0) {
+                    launch_matmul_any_k(n, stream_);
                 } else {
                     launch_matmul(n, stream_);
                 }
@@ -275,8 +335,15 @@ public:
                                  fuse_ ? counters(attention_counters(n)) : nullptr);
                 break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
-            case Op::MOE_EXPERTS: launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n))); break;
+            case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
+                launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n)));
+                break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
+            case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: case Op::RES_MIX: launch_mix(n, stream_); break;
+            case Op::UNARY: launch_unary(n, stream_); break;
+            case Op::DELTA_NET: launch_delta_net(n, stream_); break;
+            case Op::MATMUL_HEADS: launch_matmul_heads(n, stream_); break;
+            case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, stream_); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;
             default: fail(name_, ": no kernel for ", op_name(n.op));
         }
@@ -351,7 +418,9 @@ private:
     std::string name_;
     cudaStream_t stream_ = nullptr;
     bool trace_ = false;
-    struct Mem { size_t bytes; MemoryKind kind; };
+    struct Mem { size_t bytes; MemoryKind kind; std::string purpose; };
+    std::unique_ptr<Staging> staging_;
+    long long pinned_ = 0;
     mutable std::mutex mu_;
     std::map<void*, Mem> mem_;
     size_t used_ = 0;
@@ -477,5 +546,7 @@ void CudaSegment::run(NodeTimer* timer) {
 }  // namespace
 
 std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
+
+bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
 }  // namespace glia::cuda

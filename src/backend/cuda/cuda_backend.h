@@ -21,5 +21,8 @@ int device_count();
 DeviceInfo device_info(int ordinal);
 // A new backend on device `ordinal`; throws glia::Error naming what is missing.
 std::unique_ptr<Backend> create_backend(int ordinal);
+// What the backend's supports() answers for this node (types, shapes and strides; no
+// device needed): the tests check every model's graph against it on machines without a GPU.
+bool node_supported(const Node& n);
 
 }  // namespace glia::cuda

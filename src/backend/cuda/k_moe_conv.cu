@@ -1,14 +1,14 @@
-// Mixture of experts and the short convolution, first versions.
+// Mixture-of-experts routing and the short convolution, first versions.
 //   MOE_TOPK / MOE_WEIGHTS: one thread per token over the router logits (n_expert is small:
 //     8..256), softmax in float with the max subtracted, selection by probability with ties
 //     to the lower id, exactly the CPU's rule.
-//   MOE_EXPERTS: per (token, selected expert), a block computes the SwiGLU hidden row
-//     (gate and up rows, one warp per output) into global scratch, then the down rows,
-//     adding weight * result into the token's output in selection order (one block per
-//     token walks its experts in order, so the sum's order is the CPU's).
+//   MOE_GATHER_WEIGHTS: one thread per token picks the selected experts' probabilities
+//     (computed elsewhere: sigmoid routers) and divides by their sum, clamped below at the
+//     smallest normal f16 as the reference does.
+//   (The expert products, MOE_EXPERTS and MOE_EXPERTS_GLU, are in k_gemv.cu.)
 //   SHORTCONV: one thread per channel walks the batch's tokens in order, carrying the
 //     sequence's window in the state tensor.
-#include "dequant.cuh"
+#include "common.cuh"
 
 namespace glia::cuda {
 namespace {
@@ -45,46 +45,17 @@ __global__ void moe_route_kernel(const float* logits, int64_t n_exp, int64_t T, 
         for (int k = 0; k < n_used; ++k) w_out[t * n_used + k] /= ws;
 }
 
-// dot of a dequantized row (K values) with x, by one warp; result on every lane.
-template <DType D> __device__ float warp_row_dot(const uint8_t* row, const float* x, int64_t K) {
-    const int lane = threadIdx.x % 32;
-    float acc = 0;
-    for (int64_t c = lane; c < K / 32; c += 32) {
-        float v[32];
-        Dq<D>::chunk(row, c, v);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) acc = fmaf(v[i], x[c * 32 + i], acc);
-    }
-    return warp_sum(acc);
-}
-
-// One block per token: for each selected expert in order, hidden = silu(gate x) * (up x)
-// into scratch, then out += w * (down hidden).
-template <DType D>
-__global__ void moe_experts_kernel(const float* x, const uint8_t* gate, const uint8_t* up, const uint8_t* down,
-                                   int64_t gate_row, int64_t gate_exp, int64_t down_row, int64_t down_exp,
-                                   const int32_t* ids, const float* wts, int n_used, int64_t E, int64_t F,
-                                   float* hidden, float* out) {
-    const int64_t t = blockIdx.x;
-    const int warp = threadIdx.x / 32, n_warps = blockDim.x / 32, lane = threadIdx.x % 32;
-    const float* xt = x + t * E;
-    float* h = hidden + t * F;
-    float* o = out + t * E;
-    for (int k = 0; k < n_used; ++k) {
-        const int e = ids[t * n_used + k];
-        const float w = wts[t * n_used + k];
-        for (int64_t f = warp; f < F; f += n_warps) {
-            const float g = warp_row_dot<D>(gate + e * gate_exp + f * gate_row, xt, E);
-            const float u = warp_row_dot<D>(up + e * gate_exp + f * gate_row, xt, E);
-            if (lane == 0) h[f] = g / (1.0f + expf(-g)) * u;
-        }
-        __syncthreads();
-        for (int64_t r = warp; r < E; r += n_warps) {
-            const float y = warp_row_dot<D>(down + e * down_exp + r * down_row, h, F);
-            if (lane == 0) o[r] = k == 0 ? y * w : o[r] + y * w;
-        }
-        __syncthreads();
-    }
+__global__ void moe_gather_kernel(const char* probs, int64_t p_row, const int32_t* ids, int64_t id_row, int n_used,
+                                  bool norm, float* out, int64_t T) {
+    const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const float* p = reinterpret_cast<const float*>(probs + t * p_row);
+    const int32_t* sel = ids + t * id_row;
+    float* w = out + t * n_used;
+    float sum = 0;
+    for (int i = 0; i < n_used; ++i) sum += (w[i] = p[sel[i]]);
+    if (norm)
+        for (int i = 0; i < n_used; ++i) w[i] /= fmaxf(sum, 6.103515625e-5f);
 }
 
 __global__ void shortconv_kernel(Rows x, const float* w, float* state, int64_t st_row, const int32_t* seq, float* out,
@@ -119,23 +90,14 @@ void launch_moe_route(const Node& n, cudaStream_t s) {
                                                 n.out->ptr<float>());
 }
 
-void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
-    const Tensor& x = *n.src[MoeExpertsArg::X];
-    const Tensor& g = *n.src[MoeExpertsArg::GATE];
-    const Tensor& u = *n.src[MoeExpertsArg::UP];
-    const Tensor& d = *n.src[MoeExpertsArg::DOWN];
-    const int64_t E = x.ne[0], T = x.ne[1], F = g.ne[1];
-    GLIA_CUDA_TYPE_SWITCH(g.type, (moe_experts_kernel<D><<<unsigned(T), 256, 0, s>>>(
-                                      x.ptr<float>(), static_cast<const uint8_t*>(g.data),
-                                      static_cast<const uint8_t*>(u.data), static_cast<const uint8_t*>(d.data),
-                                      int64_t(g.nb[1]), int64_t(g.nb[2]), int64_t(d.nb[1]), int64_t(d.nb[2]),
-                                      n.src[MoeExpertsArg::IDS]->ptr<int32_t>(),
-                                      n.src[MoeExpertsArg::WEIGHTS]->ptr<float>(), n.p<MoeParams>().n_used, E, F,
-                                      hidden, n.out->ptr<float>())));
-}
-
-size_t moe_scratch_bytes(const Node& n) {
-    return size_t(n.src[MoeExpertsArg::X]->ne[1]) * size_t(n.src[MoeExpertsArg::GATE]->ne[1]) * sizeof(float);
+void launch_moe_gather_weights(const Node& n, cudaStream_t s) {
+    const Tensor& probs = *n.src[MoeGatherArg::PROBS];
+    const Tensor& ids = *n.src[MoeGatherArg::IDS];
+    const MoeParams& mp = n.p<MoeParams>();
+    const int64_t T = ids.ne[1];
+    moe_gather_kernel<<<unsigned((T + 127) / 128), 128, 0, s>>>(
+        static_cast<const char*>(probs.data), int64_t(probs.nb[1]), ids.ptr<int32_t>(), int64_t(ids.nb[1] / 4),
+        mp.n_used, mp.norm_weights, n.out->ptr<float>(), T);
 }
 
 void launch_shortconv(const Node& n, cudaStream_t s) {

@@ -1,5 +1,5 @@
 // Row-wise and element-wise kernels: embedding rows, RMSNorm, ADD/MUL/SCALE/SOFTCAP,
-// SwiGLU/GeGLU, RoPE. All memory-bound: one pass over their operands, one thread per
+// SwiGLU/GeGLU, RoPE (and ROPE_FREQS). All memory-bound: one pass over their operands, one thread per
 // element (or one block per row for the norm's reduction).
 #include "dequant.cuh"
 
@@ -66,9 +66,10 @@ __global__ void binary_kernel(Op op, Rows a, Rows b, bool bcast, float s, float*
     out[idx] = v;
 }
 
-// One thread per rotated pair; the angle by the CPU's float recurrence theta *= scale.
-__global__ void rope_kernel(Rows x, const int32_t* pos, RopeParams p, float theta_scale, float* out, int64_t hd,
-                            int64_t n_head, int64_t T) {
+// One thread per rotated pair; the angle by the CPU's float recurrence theta *= scale,
+// divided by the pair's frequency factor when there are some (ROPE_FREQS).
+__global__ void rope_kernel(Rows x, const int32_t* pos, const float* freqs, RopeParams p, float theta_scale,
+                            float* out, int64_t hd, int64_t n_head, int64_t T) {
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     const int64_t pairs = hd / 2;
     if (idx >= pairs * n_head * T) return;
@@ -83,7 +84,7 @@ __global__ void rope_kernel(Rows x, const int32_t* pos, RopeParams p, float thet
     }
     float theta = float(pos[t]);
     for (int k = 0; k < i0; k += 2) theta *= theta_scale;
-    const float th = theta * p.freq_scale;
+    const float th = freqs ? p.freq_scale * (theta / freqs[i]) : theta * p.freq_scale;
     const float c = cosf(th), s = sinf(th);
     const int a = p.type == RopeType::NEOX ? i0 / 2 : i0;
     const int b = p.type == RopeType::NEOX ? i0 / 2 + p.n_dims / 2 : i0 + 1;
@@ -134,8 +135,9 @@ void launch_rope(const Node& n, cudaStream_t s) {
     const int64_t hd = x.ne[0], nh = x.ne[1], T = x.ne[2];
     const float theta_scale = powf(p.freq_base, -2.0f / float(p.n_dims));
     const int64_t total = hd / 2 * nh * T;
-    rope_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(Rows::of(x), n.src[RopeArg::POS]->ptr<int32_t>(), p,
-                                                              theta_scale, n.out->ptr<float>(), hd, nh, T);
+    const float* freqs = n.op == Op::ROPE_FREQS ? n.src[RopeFreqsArg::FREQS]->ptr<float>() : nullptr;
+    rope_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(Rows::of(x), n.src[RopeArg::POS]->ptr<int32_t>(), freqs,
+                                                              p, theta_scale, n.out->ptr<float>(), hd, nh, T);
 }
 
 }  // namespace glia::cuda

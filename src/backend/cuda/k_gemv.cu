@@ -1,0 +1,229 @@
+// Matrix-vector products outside k_matmul.cu, first versions:
+//   - products with stacks of matrices: MATMUL_HEADS (one matrix per head, absorbed MLA in
+//     kimi-k3) and the MoE expert products MOE_EXPERTS / MOE_EXPERTS_GLU;
+//   - MATMUL with float weights whose rows are not a whole number of 32-value chunks
+//     (stories260K's ffn_down, K = 172), which the chunked kernels cannot take.
+//
+// The stacked products share one kernel: a warp computes one output y(b)[r] = sum over
+// k < nk of scale(b, k) * W[m(b, k)][r] . x(b, k), dequantizing its row 32 values at a time
+// (lane, lane + 32, ...) with float activations, the terms added in k order. Templated on
+// the weight type only, so each type costs one instantiation, and the three products of
+// an expert FFN may each have their own type (qwen3moe Q4_K_M: Q6_K down experts):
+//   MATMUL_HEADS  b = (token, head), m = head, nk = 1
+//   experts       1. gate:  b = (token, i-th selected), m = ids[b], into scratch h[b]
+//                 2. up:    the same rows of the up experts; the epilogue applies the gated
+//                           activation in place, h[b] = act(h[b], up . x)
+//                 3. down:  b = token, nk = n_used, m = ids[t][k], x = h[t][k], scale =
+//                           the routing weight: the weighted sum in selection order, as the
+//                           CPU adds it (y = w_0 o_0, then y + w_k o_k).
+// Decode reads each selected expert's rows once; prefill reads them once per (token,
+// expert): the grouped tensor-core version is issue 12's.
+#include "dequant.cuh"
+
+namespace glia::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // output rows per block
+
+enum class Epilogue : int { STORE, SWIGLU, SITU };
+
+struct Gemv {
+    const uint8_t* w;
+    int64_t w_row, w_mat;  // bytes between rows and between matrices
+    int64_t K, N;
+    int nk;                // terms per output
+    const int32_t* ids;    // m(b, k) = ids[b * nk + k]; null: m = b % mat_mod
+    int64_t mat_mod;
+    const char* x;         // x(b, k) = x + (b % x_mod) x_lo + (b / x_mod) x_hi + k x_k (bytes)
+    int64_t x_mod, x_lo, x_hi, x_k;
+    const float* scale;    // scale(b, k) = scale[b * nk + k]; null: 1
+    float* y;              // y(b)[r] = y[b * N + r]
+    Epilogue epi;
+    float beta, linear_beta;  // SITU
+};
+
+__device__ inline float situ(float g, float u, float beta, float linear_beta) {
+    const float a = beta * tanhf(g * (1.0f / beta));
+    const float sg = 1.0f / (1.0f + expf(-g));
+    return (a * sg) * (linear_beta * tanhf(u * (1.0f / linear_beta)));
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Gemv a) {
+    const int lane = threadIdx.x % 32;
+    const int64_t b = blockIdx.x;
+    const int64_t r = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32;
+    if (r >= a.N) return;
+    const char* xb = a.x + (b % a.x_mod) * a.x_lo + (b / a.x_mod) * a.x_hi;
+    float total = 0.0f;
+    for (int k = 0; k < a.nk; ++k) {
+        const int64_t m = a.ids ? int64_t(a.ids[b * a.nk + k]) : b % a.mat_mod;
+        const uint8_t* row = a.w + m * a.w_mat + r * a.w_row;
+        const float* xk = reinterpret_cast<const float*>(xb + k * a.x_k);
+        float acc = 0.0f;
+        for (int64_t c = lane; c < a.K / 32; c += 32) {
+            float v[32];
+            Dq<D>::chunk(row, c, v);
+#pragma unroll
+            for (int i = 0; i < 32; ++i) acc = fmaf(v[i], xk[c * 32 + i], acc);
+        }
+        const float d = warp_sum(acc);
+        const float sc = a.scale ? a.scale[b * a.nk + k] : 1.0f;
+        total = k == 0 ? d * sc : total + d * sc;
+    }
+    if (lane != 0) return;
+    float* y = a.y + b * a.N + r;
+    switch (a.epi) {
+        case Epilogue::STORE: *y = total; break;
+        case Epilogue::SWIGLU: {
+            const float g = *y;
+            *y = g / (1.0f + expf(-g)) * total;
+            break;
+        }
+        case Epilogue::SITU: *y = situ(*y, total, a.beta, a.linear_beta); break;
+    }
+}
+
+void gemv(const Gemv& a, DType type, int64_t B, cudaStream_t s) {
+    const dim3 grid(unsigned(B), unsigned((a.N + kWarps - 1) / kWarps));
+    GLIA_CUDA_TYPE_SWITCH(type, (gemv_kernel<D><<<grid, kWarps * 32, 0, s>>>(a)));
+}
+
+// A plain product of W's matrices: no ids, no scale, stored.
+Gemv plain(const Tensor& w) {
+    Gemv a{};
+    a.w = static_cast<const uint8_t*>(w.data);
+    a.w_row = int64_t(w.nb[1]);
+    a.w_mat = int64_t(w.nb[2]);
+    a.K = w.ne[0];
+    a.N = w.ne[1];
+    a.nk = 1;
+    a.mat_mod = 1;
+    a.x_mod = 1;
+    a.epi = Epilogue::STORE;
+    return a;
+}
+
+// One element of a float row (F32, F16, BF16), by scalar loads (rows of any length and
+// alignment).
+template <DType D> __device__ inline float element(const uint8_t* row, int64_t i) {
+    if constexpr (D == DType::F32) return reinterpret_cast<const float*>(row)[i];
+    else if constexpr (D == DType::F16) return h2f(reinterpret_cast<const uint16_t*>(row)[i]);
+    else return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16);
+}
+
+// out[t][r] = W[r] . x[t], a warp per (token, row), lanes striding over the row.
+template <DType D>
+__global__ void __launch_bounds__(kWarps * 32) matmul_rows_kernel(const uint8_t* w, int64_t w_row, const float* x,
+                                                                  int64_t x_row, float* out, int64_t K, int64_t N) {
+    const int lane = threadIdx.x % 32;
+    const int64_t t = blockIdx.x;
+    const int64_t r = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32;
+    if (r >= N) return;
+    const uint8_t* row = w + r * w_row;
+    const float* xt = x + t * x_row;
+    float acc = 0.0f;
+    for (int64_t i = lane; i < K; i += 32) acc = fmaf(element<D>(row, i), xt[i], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) out[t * N + r] = acc;
+}
+
+}  // namespace
+
+bool matmul_any_k_supported(const Tensor& w) {
+    return (w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16) && w.ne[2] == 1 && w.ne[1] > 0 &&
+           w.ne[1] <= 65535LL * kWarps;
+}
+
+void launch_matmul_any_k(const Node& n, cudaStream_t s) {
+    const Tensor& w = *n.src[MatmulArg::W];
+    const Tensor& x = *n.src[MatmulArg::X];
+    const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
+    const dim3 grid(unsigned(T), unsigned((N + kWarps - 1) / kWarps));
+    const auto* wp = static_cast<const uint8_t*>(w.data);
+    const int64_t x_row = int64_t(x.nb[1] / sizeof(float));
+    switch (w.type) {
+        case DType::F32:
+            matmul_rows_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                        n.out->ptr<float>(), K, N);
+            break;
+        case DType::F16:
+            matmul_rows_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                        n.out->ptr<float>(), K, N);
+            break;
+        case DType::BF16:
+            matmul_rows_kernel<DType::BF16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+                                                                         n.out->ptr<float>(), K, N);
+            break;
+        default: fail("cuda: no row-product kernel for ", dtype_name(w.type));
+    }
+}
+
+bool experts_type_supported(DType t) { return type_supported(t); }
+
+bool experts_shape_supported(int64_t K, int64_t N) { return K % 32 == 0 && N > 0 && N <= 65535LL * kWarps; }
+
+void launch_matmul_heads(const Node& n, cudaStream_t s) {
+    const Tensor& w = *n.src[MatmulArg::W];
+    const Tensor& x = *n.src[MatmulArg::X];
+    const int64_t H = x.ne[1], T = x.ne[2];
+    Gemv a = plain(w);
+    a.mat_mod = H;
+    a.x = static_cast<const char*>(x.data);
+    a.x_mod = H;
+    a.x_lo = int64_t(x.nb[1]);
+    a.x_hi = int64_t(x.nb[2]);
+    a.y = n.out->ptr<float>();
+    gemv(a, w.type, H * T, s);
+}
+
+size_t moe_scratch_bytes(const Node& n) {
+    const Tensor& ids = *n.src[MoeExpertsArg::IDS];
+    return size_t(ids.ne[0]) * size_t(ids.ne[1]) * size_t(n.src[MoeExpertsArg::GATE]->ne[1]) * sizeof(float);
+}
+
+void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    const Tensor& up = *n.src[MoeExpertsArg::UP];
+    const Tensor& down = *n.src[MoeExpertsArg::DOWN];
+    const int32_t* ids = n.src[MoeExpertsArg::IDS]->ptr<int32_t>();
+    const int n_used = int(n.src[MoeExpertsArg::IDS]->ne[0]);
+    const int64_t T = x.ne[1], B = T * n_used;
+    Epilogue act = Epilogue::SWIGLU;
+    float beta = 1.0f, linear_beta = 1.0f;
+    if (n.op == Op::MOE_EXPERTS_GLU) {
+        const GluParams& gp = n.p<GluParams>();
+        if (gp.kind == GluKind::SITU) act = Epilogue::SITU;
+        else if (gp.kind != GluKind::SWIGLU) fail("cuda: moe_experts_glu: no kernel for this activation");
+        beta = gp.beta;
+        linear_beta = gp.linear_beta;
+    }
+    // 1-2: h[t * n_used + i] = act(gate_e . x_t, up_e . x_t), e = ids[t][i].
+    for (const Tensor* w : {&gate, &up}) {
+        Gemv a = plain(*w);
+        a.ids = ids;
+        a.x = static_cast<const char*>(x.data);
+        a.x_mod = n_used;  // b / n_used = the token
+        a.x_hi = int64_t(x.nb[1]);
+        a.y = hidden;
+        if (w == &up) {
+            a.epi = act;
+            a.beta = beta;
+            a.linear_beta = linear_beta;
+        }
+        gemv(a, w->type, B, s);
+    }
+    // 3: out[t] = sum over i in order of weight[t][i] * down_e . h[t * n_used + i].
+    Gemv a = plain(down);
+    a.nk = n_used;
+    a.ids = ids;
+    a.x = reinterpret_cast<const char*>(hidden);
+    a.x_hi = int64_t(n_used) * gate.ne[1] * int64_t(sizeof(float));
+    a.x_k = gate.ne[1] * int64_t(sizeof(float));
+    a.scale = n.src[MoeExpertsArg::WEIGHTS]->ptr<float>();
+    a.y = n.out->ptr<float>();
+    gemv(a, down.type, T, s);
+}
+
+}  // namespace glia::cuda

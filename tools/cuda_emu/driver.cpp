@@ -1,0 +1,155 @@
+// The CUDA kernels of k_gemv.cu, k_mix.cu, k_recurrent.cu, k_moe_conv.cu and k_rows.cu run
+// on the host by emu.h, as a backend for the op harness (src/debug/op_check.h): their index
+// arithmetic, strides and launch code checked against the scalar references on a machine
+// without a GPU. What it cannot show: alignment faults, register or shared-memory limits,
+// races between warps (threads here are scheduled by the OS), speed. run.sh builds it.
+#include "kernels_emu.h"
+#include <cstdio>
+#include <map>
+#include <memory>
+#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
+#include "debug/op_check.h"
+using namespace glia;
+
+// The CUDA kernels of this branch, run by the host emulator, as a backend for the op harness.
+class EmuBackend : public Backend {
+public:
+    const char* name() const override { return "emu-cuda"; }
+    Device device() const override { return Device::STANDIN; }
+    bool supports(const Node& n) const override {
+        switch (n.op) {
+            case Op::MATMUL: return n.src[0]->ne[0] % 32 != 0;
+            case Op::MATMUL_HEADS: case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU: case Op::MUL_BCAST: case Op::CONCAT:
+            case Op::SITU: case Op::RES_MIX: case Op::UNARY: case Op::DELTA_NET: case Op::MOE_GATHER_WEIGHTS:
+            case Op::SCALE: case Op::ROPE: case Op::ROPE_FREQS: case Op::GET_ROWS: case Op::COPY: return true;
+            default: return false;
+        }
+    }
+    void* alloc(size_t bytes, MemoryKind, const std::string&) override {
+        bufs_.emplace_back(new uint8_t[bytes + 64]);
+        return bufs_.back().get();
+    }
+    void free(void*) override {}
+    void zero(void* p, size_t b) override { std::memset(p, 0, b); }
+    void prepare_weight(const Tensor&) override {}
+    void release_weight(const Tensor&) override {}
+    void copy(const Tensor& src, Tensor& dst) override { cpu::copy_strided(src, dst); }
+    std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) override {
+        struct Seg : Segment {
+            EmuBackend& b; std::vector<const Node*> ns;
+            Seg(EmuBackend& bb, std::vector<const Node*> n) : b(bb), ns(std::move(n)) {}
+            void run(NodeTimer* t) override { for (const Node* n : ns) { b.launch(*n); if (t) t->record(*n, 1e-6); } }
+        };
+        return std::make_unique<Seg>(*this, nodes);
+    }
+    void launch(const Node& n) {
+        using namespace glia::emucuda;
+        switch (n.op) {
+            case Op::MATMUL: launch_matmul_any_k(n, nullptr); break;
+            case Op::MATMUL_HEADS: launch_matmul_heads(n, nullptr); break;
+            case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
+                scratch_.resize(moe_scratch_bytes(n) / 4 + 16);
+                launch_moe_experts(n, nullptr, scratch_.data());
+                break;
+            case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: case Op::RES_MIX: launch_mix(n, nullptr); break;
+            case Op::UNARY: launch_unary(n, nullptr); break;
+            case Op::DELTA_NET: launch_delta_net(n, nullptr); break;
+            case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, nullptr); break;
+            case Op::SCALE: launch_binary(n, nullptr); break;
+            case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, nullptr); break;
+            case Op::GET_ROWS: launch_get_rows(n, nullptr); break;
+            case Op::COPY: copy(*n.src[0], *n.out); break;
+            default: fail("emu: ", op_name(n.op));
+        }
+    }
+private:
+    std::vector<std::unique_ptr<uint8_t[]>> bufs_;
+    std::vector<float> scratch_;
+};
+
+int main() {
+    EmuBackend emu;
+    int bad = 0, n = 0;
+    auto run = [&](OpSpec s) {
+        const OpCheck c = check_op(emu, s, 1);
+        ++n;
+        const bool ok = c.supported && c.ok;
+        bad += !ok;
+        std::printf("%-60s %s err %.2g (bound %.2g)\n", c.label.c_str(), ok ? "ok " : "BAD", c.max_err, c.tolerance);
+    };
+    auto spec = [](Op op, int64_t K, int64_t N, int64_t T, DType t = DType::F32) {
+        OpSpec s; s.op = op; s.K = K; s.N = N; s.T = T; s.type = t; return s;
+    };
+    setvbuf(stdout, nullptr, _IONBF, 0);
+    for (int64_t T : {1, 3}) {
+        for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+            run(spec(Op::GET_ROWS, 256, 40, T, t));
+            OpSpec h = spec(Op::MATMUL_HEADS, 256, 8, T, t);
+            h.n_head = 3;
+            run(h);
+        }
+        for (DType t : {DType::F32, DType::F16}) run(spec(Op::MATMUL, 172, 24, T, t));
+        OpSpec mx = spec(Op::MOE_EXPERTS, 256, 256, T, DType::Q4_K);
+        mx.down_type = DType::Q6_K;
+        mx.n_expert = 2;
+        mx.n_used = 1;
+        run(mx);
+        mx.op = Op::MOE_EXPERTS_GLU;
+        run(mx);
+        mx.kind = 1;
+        run(mx);
+        for (int k : {0, 1, 2}) {
+            OpSpec u = spec(Op::UNARY, 96, 0, T);
+            u.kind = k;
+            run(u);
+            u.strided = true;
+            run(u);
+        }
+        for (int kind : {0, 1}) {
+            OpSpec d = spec(Op::DELTA_NET, 0, 0, T);
+            d.kind = kind;
+            d.head_dim = 32;
+            d.n_head = 4;
+            d.n_kv_head = kind ? 4 : 2;
+            run(d);
+        }
+        OpSpec mb = spec(Op::MUL_BCAST, 64, 0, T);
+        mb.n_head = 3;
+        run(mb);
+        mb.strided = true;
+        run(mb);
+        for (int dim : {0, 1}) {
+            OpSpec c = spec(Op::CONCAT, 64, 0, T);
+            c.kind = dim;
+            run(c);
+            c.strided = true;
+            run(c);
+        }
+        OpSpec si = spec(Op::SITU, 96, 0, T);
+        run(si);
+        si.strided = true;
+        run(si);
+        for (int saved : {1, 3}) {
+            OpSpec r = spec(Op::RES_MIX, 256, 0, T);
+            r.kind = saved;
+            run(r);
+        }
+        OpSpec g = spec(Op::MOE_GATHER_WEIGHTS, 0, 0, T);
+        g.n_expert = 6;
+        run(g);
+        for (bool neox : {false, true}) {
+            OpSpec r = spec(Op::ROPE_FREQS, 0, 0, T);
+            r.neox = neox;
+            r.n_past = 30;
+            r.head_dim = 64;
+            r.n_head = 2;
+            run(r);
+            r.strided = true;
+            run(r);
+        }
+    }
+    std::printf("%d of %d checks failed\n", bad, n);
+    return bad;
+}
