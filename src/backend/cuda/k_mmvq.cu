@@ -736,6 +736,14 @@ void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, 
 
 }  // namespace
 
+bool packing_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_CUDA_PACK");
+        return !(e && *e == '0');
+    }();
+    return on;
+}
+
 void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShape& s, void* dst, cudaStream_t st) {
     const int64_t total = s.groups * s.nsb * s.chunks * 32;
     const size_t blk = row_bytes / size_t(s.nsb);

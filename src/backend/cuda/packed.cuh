@@ -25,10 +25,14 @@ inline int packed_chunks(DType t) {
     }
 }
 
+// GLIA_CUDA_PACK=0: no packed weights (every product on the float-activation kernel of
+// k_matmul.cu), for bisecting the 8-bit activation path.
+bool packing_enabled();
+
 // A weight this backend keeps packed: a whole 2-D tensor of a packed type, K a multiple of 256.
 inline bool packable(const Tensor& w) {
     return packed_chunks(w.type) > 0 && !w.view_src && w.ne[0] % 256 == 0 && w.ne[2] == 1 && w.ne[3] == 1 &&
-           w.is_contiguous();
+           w.is_contiguous() && packing_enabled();
 }
 
 struct PackedShape {
