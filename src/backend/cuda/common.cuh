@@ -33,6 +33,21 @@ __device__ inline float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// The sum of v over the block (at most 1024 threads): one reduction order wherever it is
+// used (the RMS norm kernels rely on it to give the same bits fused or not).
+__device__ inline float block_sum(float v) {
+    __shared__ float part[32];
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float w = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+        w = warp_sum(w);
+        if (threadIdx.x == 0) part[0] = w;
+    }
+    __syncthreads();
+    return part[0];
+}
 __device__ inline float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;

@@ -19,17 +19,7 @@ __global__ void add_rms_norm_kernel(Rows a, Rows b, float* sum, const float* w, 
         xr[i] = v;
         ss += v * v;
     }
-    __shared__ float part[32];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    const float scale = rsqrtf(part[0] / float(ne0) + eps);
+    const float scale = rsqrtf(block_sum(ss) / float(ne0) + eps);
     float* o = out + r * ne0;
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
 }

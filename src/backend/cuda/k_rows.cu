@@ -24,17 +24,7 @@ __global__ void rms_norm_kernel(Rows x, const float* w, float eps, float* out, i
     const float* xr = x.f(i1, i2);
     float ss = 0;
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) ss += xr[i] * xr[i];
-    __shared__ float part[32];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    const float scale = rsqrtf(part[0] / float(ne0) + eps);
+    const float scale = rsqrtf(block_sum(ss) / float(ne0) + eps);
     float* o = out + r * ne0;
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
 }
