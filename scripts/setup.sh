@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev                       # libFuzzer + sanitizer runtimes
   libcpp-httplib-dev                             # glia serve
   nodejs                                         # server protocol tests (the openai npm package; npm too)
+  python3                                        # scripts/soak.py (the soak test)
 )
 missing=()
 for p in "${packages[@]}"; do

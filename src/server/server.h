@@ -77,6 +77,9 @@ public:
     // Serves until stop() (from any thread). Call after bind().
     void run();
     void stop();
+    // Serves one connected socket on the calling thread until the connection ends, then
+    // closes it. Call after bind(); for fuzzing the HTTP front end with raw bytes.
+    void serve_connection(int fd);
 
 private:
     struct Impl;
