@@ -216,6 +216,7 @@ private:
                 if (a.pos.empty()) type_error("no items for cycling given");
                 return a.pos[i % a.pos.size()];
             }));
+            tick();  // an iteration is a step even when its body is empty
             it->vars.emplace_back("loop", std::move(loop));
             bind(*it, s.targets, s.target_tuple, items[i]);
             if (exec(s.body, it, out) == Flow::Break) break;

@@ -262,12 +262,6 @@ struct Engine::Impl {
                 std::unique_lock<std::mutex> lk(mu);
                 cv.wait(lk, [&] { return stop || !running.empty() || (!waiting.empty() && !free_slots.empty()); });
                 if (stop) return;
-                if (opt.before_step) {
-                    lk.unlock();
-                    opt.before_step();
-                    lk.lock();
-                    if (stop) return;
-                }
                 for (const auto& [id, stopped] : cancel_ids) {
                     // A stop may arrive after the request's callback already declined a
                     // token (its stream was closed on the stop string): still a stop.
@@ -302,6 +296,7 @@ struct Engine::Impl {
                 update_block_stats();
                 if (running.empty()) continue;
             }
+            if (opt.before_step) opt.before_step();
             step(window_tokens);
             const double el = std::chrono::duration<double>(Clock::now() - window_start).count();
             if (el > 2.0) {

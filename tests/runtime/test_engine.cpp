@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -136,6 +137,17 @@ TEST(Engine, RejectsRequestsThatCanNeverFitAndFullQueues) {
         hold_cv.wait(lk, [&] { return !hold; });
     };
     Engine engine(*m, eo);
+    // Whatever happens below, the engine thread is let go before the engine is destroyed.
+    struct Release {
+        std::function<void()> f;
+        ~Release() { f(); }
+    } release{[&] {
+        {
+            std::lock_guard<std::mutex> lk(hold_mu);
+            hold = false;
+        }
+        hold_cv.notify_all();
+    }};
     const auto p = m->vocab().tokenize(kPrompts[0], true, false);
     EXPECT_THROW(engine.submit(greedy(p, 100), [](const TokenEvent&) { return true; }), Error);
     GenerationRequest bad = greedy({1, 99999}, 4);
@@ -158,11 +170,7 @@ TEST(Engine, RejectsRequestsThatCanNeverFitAndFullQueues) {
     } catch (const QueueFull&) {
         refused = true;
     }
-    {
-        std::lock_guard<std::mutex> lk(hold_mu);
-        hold = false;
-    }
-    hold_cv.notify_all();
+    release.f();
     c1.wait();
     c2.wait();
     EXPECT_TRUE(refused);
