@@ -168,7 +168,8 @@ BAD = [
     ("POST", "/v1/completions", json.dumps({"prompt": "x", "temperature": "hot"})),
     ("POST", "/v1/completions", '{"prompt": "x", "temperature": 1e400}'),
     ("POST", "/v1/chat/completions", json.dumps({"messages": "hi"})),
-    ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user"}]})),
+    ("POST", "/v1/chat/completions", json.dumps({"messages": [{"content": "x"}]})),
+    ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": 5}]})),
     ("POST", "/v1/chat/completions", json.dumps({"messages": [], "top_p": 7})),
     ("POST", "/v1/chat/completions", ""),
     ("GET", "/v1/nothing-here", None),
@@ -306,16 +307,20 @@ def main():
             list(ex.map(one, range(warm_at, args.requests)))
         load_s = time.time() - t0
 
-        # Let the server settle: requests end, idle connection threads retire (10 s).
-        settle_deadline = time.time() + 40
-        while True:
+        # Let the server settle: requests end (polled on /metrics), then idle connection
+        # threads retire (after 10 s without work; /proc is read without requests, which
+        # would keep them busy).
+        settle_deadline = time.time() + 30
+        while time.time() < settle_deadline:
             m = metrics(port)
-            end = proc_status(srv.proc.pid)
-            idle = m.get("glia_requests_running", 0) == 0 and m.get("glia_queue_depth", 0) == 0 and \
-                m.get("glia_kv_cache_blocks_used", 0) == 0
-            if idle and end["threads"] <= base["threads"] + 4 and end["fds"] <= base["fds"] + 2:
+            if m.get("glia_requests_running", 0) == 0 and m.get("glia_queue_depth", 0) == 0 and \
+                    m.get("glia_kv_cache_blocks_used", 0) == 0:
                 break
-            if time.time() > settle_deadline:
+            time.sleep(1)
+        settle_deadline = time.time() + 40
+        while time.time() < settle_deadline:
+            end = proc_status(srv.proc.pid)
+            if end["threads"] <= base["threads"] + 4 and end["fds"] <= base["fds"] + 2:
                 break
             time.sleep(1)
         m = metrics(port)
