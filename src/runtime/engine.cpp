@@ -208,8 +208,18 @@ struct Engine::Impl {
                                        done});
     }
 
+    // A waiting request ends at once (its final event is queued: no consumer code runs
+    // here), so it stops counting against the queue; a running one at the next step.
     void cancel(uint64_t id, bool stopped) {
         std::lock_guard<std::mutex> lk(mu);
+        for (auto it = waiting.begin(); it != waiting.end(); ++it)
+            if ((*it)->id == id) {
+                finish(**it, stopped ? FinishReason::STOP : FinishReason::CANCELLED);
+                ++(stopped ? st.requests_finished : st.requests_cancelled);
+                waiting.erase(it);
+                st.waiting = static_cast<int>(waiting.size());
+                return;
+            }
         cancel_ids.emplace_back(id, stopped);
         cv.notify_all();
     }
@@ -691,7 +701,12 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
     std::vector<uint64_t> ids;
     ids.reserve(seqs.size());
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue)) {
+    // Requests that will start at the engine's next step (free slots, and slots that
+    // pending cancellations are about to free) do not count as waiting: a client that
+    // keeps within n_parallel + max_queue requests in flight is never refused because the
+    // engine has not yet moved on from a request that just ended.
+    const size_t starting = impl_->free_slots.size() + impl_->cancel_ids.size();
+    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue) + starting) {
         impl_->st.requests_rejected += seqs.size();
         if (seqs.size() == 1)
             throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));

@@ -39,7 +39,8 @@ struct EngineOptions {
     int n_parallel = 4;        // sequences decoded together at most
     int n_threads = 0;         // CPU threads (0: all cores)
     int block_size = 16;       // KV-cache block (page) size in tokens
-    int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull)
+    int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull); requests
+                               // that start at the next step (free or freeing slots) do not count
     int prefill_chunk = 256;   // prompt tokens per sequence per step
     Placement placement;       // empty: everything on the CPU
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
