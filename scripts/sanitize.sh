@@ -78,7 +78,7 @@ if [ -n "${tsan_tests// /}" ]; then
   # shellcheck disable=SC2086
   cmake --build "$root/build-tsan" -j "$jobs" --target glia $tsan_tests
   echo "sanitize.sh: TSan build $((SECONDS - t0)) s"
-  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp}"
   # shellcheck disable=SC2086
   run_suite "TSan" "$root/build-tsan" $tsan_tests
 fi
