@@ -47,7 +47,7 @@ run_suite() {  # name build-dir tests...
   for t in "$@"; do
     echo "== $t ($kind)"
     local t0=$SECONDS
-    if ! (cd "$build/tests" && "./$t" --gtest_brief=1 "${filter[@]}"); then
+    if ! (cd "$build" && "./tests/$t" --gtest_brief=1 "${filter[@]}"); then
       echo "sanitize.sh: $t FAILED under $kind" >&2
       status=1
     fi
