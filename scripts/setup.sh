@@ -13,6 +13,7 @@ packages=(
   libcpp-httplib-dev                             # glia serve
   nodejs                                         # server protocol tests (the openai npm package; npm too)
   chromium fonts-dejavu-core                     # the chat page's browser test (headless, via playwright-core)
+  python3                                        # scripts/soak.py (the soak test)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -323,6 +323,7 @@ static std::optional<Value> string_method(const std::string& s, const std::strin
             if (!first) out += s;
             first = false;
             out += x.as_string();
+            check_size(static_cast<int64_t>(out.size()), "join's result");
         }
         return Value(std::move(out));
     }
@@ -454,6 +455,8 @@ static std::string unsupported(const std::string& op, const Value& a, const Valu
 }
 
 static Value repeat(const Value& seq, int64_t n) {
+    const int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : static_cast<int64_t>(seq.items().size());
+    if (n > 0 && unit > 0) check_size(unit > kMaxValueSize / n ? kMaxValueSize + 1 : unit * n, seq.is_string() ? "the repeated string" : "the repeated list");
     if (seq.is_string()) {
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += seq.as_string();

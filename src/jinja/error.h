@@ -1,5 +1,6 @@
 // Template errors: what went wrong, what kind of error it is, and the template line.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -14,7 +15,14 @@ enum class ErrorKind {
     Raised,     // the template called raise_exception(msg) (TemplateError)
 };
 
-const char* error_kind_name(ErrorKind k);  // "syntax error", "undefined", ...
+const char* error_kind_name(ErrorKind k);
+
+// The largest string or list a template may build (bytes, or items for lists); an operation
+// that would make a larger one fails with a Type error before allocating (a template must
+// not be able to exhaust memory: "x" * 10**12, "".center(10**12), doubling in a loop).
+constexpr int64_t kMaxValueSize = int64_t(64) << 20;
+// Throws when `n` (the size an operation is about to produce) is over kMaxValueSize.
+void check_size(int64_t n, const char* what);  // "syntax error", "undefined", ...
 
 class Error : public glia::Error {
 public:

@@ -109,6 +109,7 @@ Value f_join(const Value& v, const CallArgs& a) {
         if (!first) out += sep;
         first = false;
         out += (attr && !attr->is_none() ? get_path(x, attr->str()) : x).str();
+        check_size(static_cast<int64_t>(out.size()), "join's result");
     }
     return Value(std::move(out));
 }
@@ -360,10 +361,14 @@ Value f_indent(const Value& v, const CallArgs& a) {
     const Value* w = arg(a, 0, "width");
     const bool first = arg_bool(a, 1, "first", false);
     const bool blank = arg_bool(a, 2, "blank", false);
+    if (w && !w->is_string()) check_size(w->as_int(), "indent's width");
     std::string ind = w ? (w->is_string() ? w->as_string() : std::string(static_cast<size_t>(std::max<int64_t>(w->as_int(), 0)), ' '))
                         : std::string(4, ' ');
     std::string s = v.str() + "\n";
     std::vector<std::string> lines = str::splitlines(s, false);
+    const int64_t nl = static_cast<int64_t>(lines.size()) + 1, iw = static_cast<int64_t>(ind.size());
+    check_size(iw > 0 && nl > kMaxValueSize / iw ? kMaxValueSize + 1 : nl * iw + static_cast<int64_t>(s.size()),
+               "the indented string");
     std::string rv;
     if (blank) {
         for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];

@@ -46,7 +46,7 @@ constexpr int kMaxCallDepth = 400;
 
 class Interp {
 public:
-    explicit Interp(const std::tm& now) {
+    Interp(const std::tm& now, uint64_t max_steps, size_t max_output) : steps_left_(max_steps), max_output_(max_output) {
         for (const char* g : {"range", "namespace", "dict", "raise_exception", "strftime_now", "joiner"})
             globals_.emplace_back(g, *global_function(g, now));
     }
@@ -68,8 +68,26 @@ public:
 private:
     [[noreturn]] void fail(ErrorKind k, const std::string& msg) { throw Error(k, msg, line_); }
 
+    // One statement or expression evaluated: fails when the render's step budget is spent.
+    void tick() {
+        if (steps_left_ == 0)
+            fail(ErrorKind::Type, "the template did not finish within its step limit (a loop without bound?)");
+        --steps_left_;
+    }
+    void check_output(const std::string& out) {
+        if (out.size() > max_output_)
+            fail(ErrorKind::Type, "the template's output is larger than the limit of " + std::to_string(max_output_) + " bytes");
+    }
+
     Flow exec_stmt(const Stmt& s, const ScopePtr& sc, std::string& out) {
         line_ = s.line;
+        tick();
+        const Flow f = exec_stmt_kind(s, sc, out);
+        check_output(out);
+        return f;
+    }
+
+    Flow exec_stmt_kind(const Stmt& s, const ScopePtr& sc, std::string& out) {
         switch (s.kind) {
             case StmtKind::Text: out += s.text; return Flow::Normal;
             case StmtKind::Output: {
@@ -198,6 +216,7 @@ private:
                 if (a.pos.empty()) type_error("no items for cycling given");
                 return a.pos[i % a.pos.size()];
             }));
+            tick();  // an iteration is a step even when its body is empty
             it->vars.emplace_back("loop", std::move(loop));
             bind(*it, s.targets, s.target_tuple, items[i]);
             if (exec(s.body, it, out) == Flow::Break) break;
@@ -289,6 +308,16 @@ private:
     }
 
     Value eval(const Expr& e, const ScopePtr& sc) {
+        tick();
+        Value v = eval_kind(e, sc);
+        // Every value a template builds stays within kMaxValueSize (concatenation doubling
+        // a string in a loop stops here).
+        if (v.is_string()) check_size(static_cast<int64_t>(v.as_string().size()), "a string");
+        else if (v.is_array()) check_size(static_cast<int64_t>(v.items().size()), "a list");
+        return v;
+    }
+
+    Value eval_kind(const Expr& e, const ScopePtr& sc) {
         line_ = e.line;
         switch (e.kind) {
             case ExprKind::Literal: return e.value;
@@ -389,6 +418,8 @@ private:
     std::vector<ScopePtr> macro_scopes_;
     int line_ = 0;
     int depth_ = 0;
+    uint64_t steps_left_;
+    size_t max_output_;
 };
 
 std::tm local_now() {
@@ -419,7 +450,7 @@ Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
 std::string Template::render(const Value& context, const RenderOptions& opt) const {
-    Interp in(opt.now ? *opt.now : local_now());
+    Interp in(opt.now ? *opt.now : local_now(), opt.max_steps, opt.max_output);
     auto top = std::make_shared<Scope>();
     if (context.is_object())
         for (const auto& [k, v] : context.object_data().items) top->set(k, v);

@@ -31,6 +31,12 @@ struct Program;
 struct RenderOptions {
     // The time strftime_now() formats; unset: the local time when render() starts.
     std::optional<std::tm> now;
+    // Bounds on one render, so that a template that loops without bound (or nearly so:
+    // nested loops over range(100000)) ends with an error instead of running for ever:
+    // statements, expressions and loop iterations evaluated, and bytes of output. Values are bounded by
+    // kMaxValueSize (error.h) whatever these say.
+    uint64_t max_steps = 5'000'000;  // a few seconds at most; real templates take thousands
+    size_t max_output = size_t(kMaxValueSize);
 };
 
 // The fixed time the reference goldens use: Thursday 15 January 2026, 12:00:00.

@@ -197,6 +197,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
         for (uint32_t c : cps) {
             if (count < 0 || n < count) { out += repl; ++n; }
             utf8_append(out, c);
+            check_size(static_cast<int64_t>(out.size()), "replace's result");
         }
         if (count < 0 || n < count) out += repl;
         return out;
@@ -209,6 +210,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
         if (f == std::string::npos) break;
         out.append(s, pos, f - pos);
         out += repl;
+        check_size(static_cast<int64_t>(out.size()), "replace's result");
         pos = f + old.size();
         ++n;
     }
@@ -279,6 +281,7 @@ int64_t count(const std::string& s, const std::string& sub) {
 std::string zfill(const std::string& s, int64_t width) {
     const int64_t len = static_cast<int64_t>(utf8_decode(s).size());
     if (len >= width) return s;
+    check_size(width, "zfill's result");
     const std::string zeros(static_cast<size_t>(width - len), '0');
     if (!s.empty() && (s[0] == '+' || s[0] == '-')) return s.substr(0, 1) + zeros + s.substr(1);
     return zeros + s;
@@ -288,6 +291,9 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, ch
     const int64_t len = static_cast<int64_t>(utf8_decode(s).size());
     if (len >= width) return s;
     const int64_t n = width - len;
+    check_size(n > 0 && static_cast<int64_t>(fill.size()) > kMaxValueSize / n ? kMaxValueSize + 1
+                                                                             : n * static_cast<int64_t>(fill.size()) + static_cast<int64_t>(s.size()),
+               "the padded string");
     auto rep = [&](int64_t k) {
         std::string r;
         for (int64_t i = 0; i < k; ++i) r += fill;

@@ -34,6 +34,12 @@ static std::string error_what(ErrorKind kind, const std::string& msg, int line) 
 Error::Error(ErrorKind kind, std::string message, int line)
     : glia::Error(error_what(kind, message, line)), kind_(kind), message_(std::move(message)), line_(line) {}
 
+void check_size(int64_t n, const char* what) {
+    if (n > kMaxValueSize)
+        throw Error(ErrorKind::Type, std::string(what) + " would hold " + std::to_string(n) + ", more than the limit of " +
+                                         std::to_string(kMaxValueSize) + " (bytes or items) a template may build");
+}
+
 // ---- containers -------------------------------------------------------------------------
 
 const Value* ObjectData::find(std::string_view key) const {
@@ -284,6 +290,7 @@ std::string Value::repr() const {
             for (size_t i = 0; i < arr_->items.size(); ++i) {
                 if (i) out += ", ";
                 out += arr_->items[i].repr();
+                check_size(static_cast<int64_t>(out.size()), "the list's text");
             }
             if (tuple && arr_->items.size() == 1) out += ",";
             return out + (tuple ? ")" : "]");
@@ -293,6 +300,7 @@ std::string Value::repr() const {
             for (size_t i = 0; i < obj_->items.size(); ++i) {
                 if (i) out += ", ";
                 out += obj_->key(i).repr() + ": " + obj_->items[i].second.repr();
+                check_size(static_cast<int64_t>(out.size()), "the dict's text");
             }
             return out + (obj_->kind == ObjectKind::Dict ? "}" : "}>");
         }
@@ -607,6 +615,7 @@ void json_dump(std::string& out, const Value& v, const JsonOptions& o, int level
                 if (i) out += o.item_sep;
                 if (pretty) newline(level + 1);
                 json_dump(out, items[i], o, level + 1);
+                check_size(static_cast<int64_t>(out.size()), "the JSON text");
             }
             if (pretty) newline(level);
             out += ']';
@@ -636,6 +645,7 @@ void json_dump(std::string& out, const Value& v, const JsonOptions& o, int level
                 json_string(out, items[i].first, o.ensure_ascii);
                 out += o.key_sep;
                 json_dump(out, *items[i].second, o, level + 1);
+                check_size(static_cast<int64_t>(out.size()), "the JSON text");
             }
             if (pretty) newline(level);
             out += '}';

@@ -31,7 +31,7 @@ namespace {
 struct Sequence {
     uint64_t id = 0;
     GenerationRequest req;
-    TokenCallback cb;
+    std::shared_ptr<EventStream> out;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::Matcher> matcher;  // structured output
     std::vector<int32_t> history;  // prompt + generated
@@ -43,10 +43,50 @@ struct Sequence {
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
     bool stopped = false;  // cancelled because the caller saw a stop string
+    bool overrun = false;  // cancelled because the consumer fell too far behind
     std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
 };
 
 }  // namespace
+
+EventStream::Push EventStream::push(TokenEvent ev, size_t capacity) {
+    {
+        std::lock_guard<std::mutex> lk(m_);
+        if (!ev.done) {
+            if (closed_) return Push::CLOSED;
+            if (q_.size() >= capacity) return Push::FULL;
+        }
+        q_.push_back(std::move(ev));
+    }
+    cv_.notify_one();
+    return Push::OK;
+}
+
+std::deque<TokenEvent> EventStream::wait(Clock::time_point until) {
+    std::unique_lock<std::mutex> lk(m_);
+    cv_.wait_until(lk, until, [&] { return !q_.empty(); });
+    std::deque<TokenEvent> out;
+    out.swap(q_);
+    return out;
+}
+
+std::deque<TokenEvent> EventStream::wait() {
+    std::unique_lock<std::mutex> lk(m_);
+    cv_.wait(lk, [&] { return !q_.empty(); });
+    std::deque<TokenEvent> out;
+    out.swap(q_);
+    return out;
+}
+
+void EventStream::close() {
+    std::lock_guard<std::mutex> lk(m_);
+    closed_ = true;
+}
+
+bool EventStream::closed() const {
+    std::lock_guard<std::mutex> lk(m_);
+    return closed_;
+}
 
 struct Engine::Impl {
     const Model& model;
@@ -71,6 +111,13 @@ struct Engine::Impl {
     grammar::TokenMask mask;
     std::vector<float> masked;
     std::thread thread;
+    // Callback requests: one delivery thread each (joined when done, or at the end).
+    struct Deliverer {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::mutex deliver_mu;
+    std::vector<Deliverer> deliverers;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
         RunnerOptions ro;
@@ -97,6 +144,19 @@ struct Engine::Impl {
         thread.join();
         for (auto& s : running) finish(*s, FinishReason::CANCELLED);
         for (auto& s : waiting) finish(*s, FinishReason::CANCELLED);
+        std::lock_guard<std::mutex> lk(deliver_mu);
+        for (auto& d : deliverers) d.thread.join();
+    }
+
+    // Hands an event to the request's consumer. False when the request must end: its
+    // consumer is gone, or has left max_pending_events untaken (overrun: cancelled).
+    bool deliver(Sequence& s, TokenEvent ev) {
+        switch (s.out->push(std::move(ev), static_cast<size_t>(opt.max_pending_events))) {
+            case EventStream::Push::OK: return true;
+            case EventStream::Push::FULL: s.overrun = true; return false;
+            case EventStream::Push::CLOSED: return false;
+        }
+        return false;
     }
 
     void finish(Sequence& s, FinishReason r, const std::string& err = "") {
@@ -105,10 +165,63 @@ struct Engine::Impl {
         ev.done = true;
         ev.finish = r;
         ev.error = err;
+        if (r == FinishReason::CANCELLED && s.overrun && err.empty())
+            ev.error = cat("the consumer fell more than ", opt.max_pending_events,
+                           " events behind and the request was cancelled");
         ev.n_prompt = static_cast<int>(s.req.prompt.size());
         ev.n_generated = s.n_generated;
         ev.n_cached = s.n_reused;
-        s.cb(ev);
+        deliver(s, std::move(ev));
+    }
+
+    // Runs a callback request's deliveries on a thread of its own until its final event.
+    void start_deliverer(uint64_t id, std::shared_ptr<EventStream> out, TokenCallback cb) {
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        std::lock_guard<std::mutex> lk(deliver_mu);
+        for (auto it = deliverers.begin(); it != deliverers.end();) {  // reap the finished ones
+            if (it->done->load()) {
+                it->thread.join();
+                it = deliverers.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        deliverers.push_back(Deliverer{std::thread([this, id, out, cb = std::move(cb), done] {
+                                           bool declined = false;
+                                           for (bool more = true; more;) {
+                                               for (const TokenEvent& ev : out->wait()) {
+                                                   if (ev.done) {
+                                                       cb(ev);
+                                                       more = false;
+                                                       break;
+                                                   }
+                                                   if (declined) continue;
+                                                   if (!cb(ev)) {
+                                                       declined = true;
+                                                       out->close();
+                                                       cancel(id, false);
+                                                   }
+                                               }
+                                           }
+                                           done->store(true);
+                                       }),
+                                       done});
+    }
+
+    // A waiting request ends at once (its final event is queued: no consumer code runs
+    // here), so it stops counting against the queue; a running one at the next step.
+    void cancel(uint64_t id, bool stopped) {
+        std::lock_guard<std::mutex> lk(mu);
+        for (auto it = waiting.begin(); it != waiting.end(); ++it)
+            if ((*it)->id == id) {
+                finish(**it, stopped ? FinishReason::STOP : FinishReason::CANCELLED);
+                ++(stopped ? st.requests_finished : st.requests_cancelled);
+                waiting.erase(it);
+                st.waiting = static_cast<int>(waiting.size());
+                return;
+            }
+        cancel_ids.emplace_back(id, stopped);
+        cv.notify_all();
     }
 
     // Moves waiting requests into free slots while their whole budget fits the cache
@@ -181,6 +294,7 @@ struct Engine::Impl {
                         release(**it);
                         finish(**it, (*it)->stopped ? FinishReason::STOP : FinishReason::CANCELLED);
                         ++((*it)->stopped ? st.requests_finished : st.requests_cancelled);
+                        st.requests_overrun += (*it)->overrun && !(*it)->stopped;
                         it = running.erase(it);
                     } else {
                         ++it;
@@ -192,6 +306,7 @@ struct Engine::Impl {
                 update_block_stats();
                 if (running.empty()) continue;
             }
+            if (opt.before_step) opt.before_step();
             step(window_tokens);
             const double el = std::chrono::duration<double>(Clock::now() - window_start).count();
             if (el > 2.0) {
@@ -310,8 +425,9 @@ struct Engine::Impl {
                 ev.done = true;
                 ev.finish = FinishReason::LENGTH;
             }
-            if (!s.cb(ev) && !ev.done) s.cancelled = true;
-            if (ev.done) {
+            const bool done = ev.done;
+            if (!deliver(s, std::move(ev)) && !done) s.cancelled = true;
+            if (done) {
                 ++st.requests_finished;
                 s.cancelled = true;  // removed below
                 s.n_generated = -1;  // marker: finished normally
@@ -409,7 +525,7 @@ struct Engine::Impl {
             norm = std::sqrt(norm);
             ev.embedding.resize(D);
             for (int d = 0; d < D; ++d) ev.embedding[d] = static_cast<float>(norm > 0 ? s.pooled[d] / norm : 0.0);
-            s.cb(ev);
+            deliver(s, std::move(ev));
             ++st.requests_finished;
             s.cancelled = true;
             s.n_generated = -1;  // finished normally: removed below
@@ -489,7 +605,7 @@ struct Engine::Impl {
         ev.n_prompt = static_cast<int>(s.req.prompt.size());
         ev.n_generated = s.n_generated;
         ev.n_cached = s.n_reused;
-        s.cb(ev);
+        deliver(s, std::move(ev));
         ++st.requests_finished;
         s.cancelled = true;
         s.n_generated = -1;  // finished normally: removed after the step
@@ -521,10 +637,17 @@ struct Engine::Impl {
 Engine::Engine(const Model& model, const EngineOptions& opt) : model_(model), opt_(opt) {
     if (opt.n_parallel <= 0) fail("--parallel must be at least 1");
     if (opt.prefill_chunk <= 0) fail("prefill chunk must be at least 1");
+    if (opt.max_pending_events <= 0) fail("max_pending_events must be at least 1");
     impl_ = std::make_unique<Impl>(model, opt);
 }
 
 Engine::~Engine() = default;
+
+uint64_t Engine::submit(GenerationRequest req, std::shared_ptr<EventStream> out) {
+    std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> one;
+    one.emplace_back(std::move(req), std::move(out));
+    return submit_batch(std::move(one)).front();
+}
 
 uint64_t Engine::submit(GenerationRequest req, TokenCallback cb) {
     std::vector<std::pair<GenerationRequest, TokenCallback>> one;
@@ -533,10 +656,25 @@ uint64_t Engine::submit(GenerationRequest req, TokenCallback cb) {
 }
 
 std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationRequest, TokenCallback>> reqs) {
+    std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> with_streams;
+    std::vector<std::pair<std::shared_ptr<EventStream>, TokenCallback>> cbs;
+    with_streams.reserve(reqs.size());
+    for (auto& [req, cb] : reqs) {
+        auto out = std::make_shared<EventStream>();
+        with_streams.emplace_back(std::move(req), out);
+        cbs.emplace_back(std::move(out), std::move(cb));
+    }
+    std::vector<uint64_t> ids = submit_batch(std::move(with_streams));
+    for (size_t i = 0; i < ids.size(); ++i) impl_->start_deliverer(ids[i], std::move(cbs[i].first), std::move(cbs[i].second));
+    return ids;
+}
+
+std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> reqs) {
     const int V = model_.profile().n_vocab;
     std::vector<std::unique_ptr<Sequence>> seqs;
     seqs.reserve(reqs.size());
-    for (auto& [req, cb] : reqs) {
+    for (auto& [req, out] : reqs) {
+        if (!out) fail("submit: no event stream");
         if (req.prompt.empty()) fail("the prompt is empty");
         for (int32_t t : req.prompt)
             if (t < 0 || t >= V) fail("token id ", t, " is outside the vocabulary (", V, " tokens)");
@@ -550,7 +688,7 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
                  " tokens, more than the context of ", impl_->runner->pages().n_cells(), " tokens");
         auto s = std::make_unique<Sequence>();
         s->req = std::move(req);
-        s->cb = std::move(cb);
+        s->out = std::move(out);
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
         if (s->req.grammar) {
             std::call_once(impl_->index_once,
@@ -563,7 +701,12 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
     std::vector<uint64_t> ids;
     ids.reserve(seqs.size());
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue)) {
+    // Requests that will start at the engine's next step (free slots, and slots that
+    // pending cancellations are about to free) do not count as waiting: a client that
+    // keeps within n_parallel + max_queue requests in flight is never refused because the
+    // engine has not yet moved on from a request that just ended.
+    const size_t starting = impl_->free_slots.size() + impl_->cancel_ids.size();
+    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue) + starting) {
         impl_->st.requests_rejected += seqs.size();
         if (seqs.size() == 1)
             throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));
@@ -582,17 +725,9 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
     return ids;
 }
 
-void Engine::cancel(uint64_t id) {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->cancel_ids.emplace_back(id, false);
-    impl_->cv.notify_all();
-}
+void Engine::cancel(uint64_t id) { impl_->cancel(id, false); }
 
-void Engine::finish_early(uint64_t id) {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->cancel_ids.emplace_back(id, true);
-    impl_->cv.notify_all();
-}
+void Engine::finish_early(uint64_t id) { impl_->cancel(id, true); }
 
 EngineStats Engine::stats() const {
     std::lock_guard<std::mutex> lk(impl_->mu);

@@ -2,10 +2,14 @@
 // Requests are submitted from any thread; one engine thread runs every active sequence
 // in one forward step per iteration (new requests join between steps, finished ones
 // leave; long prompts are processed in chunks so running streams keep flowing).
-// Events are delivered through the request's callback on the engine thread: the
-// callback must not block (copy the event into a queue and return).
+// Events go to each request's EventStream, a bounded queue its consumer drains at its own
+// pace: the engine never calls the consumer's code and never waits for it. A consumer that
+// leaves more than max_pending_events untaken is cancelled (its final event says why), so
+// one slow stream cannot slow the others or hold memory without bound. Callbacks (the
+// submit overloads taking a TokenCallback) run on a delivery thread of their request's own.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,7 +39,8 @@ struct EngineOptions {
     int n_parallel = 4;        // sequences decoded together at most
     int n_threads = 0;         // CPU threads (0: all cores)
     int block_size = 16;       // KV-cache block (page) size in tokens
-    int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull)
+    int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull); requests
+                               // that start at the next step (free or freeing slots) do not count
     int prefill_chunk = 256;   // prompt tokens per sequence per step
     Placement placement;       // empty: everything on the CPU
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
@@ -44,6 +49,11 @@ struct EngineOptions {
     // token prefix (runtime/pages.h); a request computes only what is not cached. Models
     // with recurrent layers checkpoint their state at page boundaries for it.
     bool prefix_cache = true;
+    // Events a request's consumer may leave untaken; one more cancels the request.
+    int max_pending_events = 1024;
+    // Tests: runs on the engine thread before each step, outside its lock (e.g. to hold
+    // the engine while a test probes the queue).
+    std::function<void()> before_step;
 };
 
 enum class FinishReason { NONE, STOP, LENGTH, CANCELLED, ERROR };
@@ -84,11 +94,43 @@ struct TokenEvent {
     std::vector<float> embedding; // embedding requests, on the final event
 };
 
-// Return false to cancel the request (e.g. the client went away).
+// Return false to cancel the request (e.g. the client went away): later token events
+// are not delivered, the final one is.
 using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+// A request's events on their way from the engine thread to the request's consumer: a
+// queue bounded by EngineOptions::max_pending_events. The engine's push never blocks; a
+// consumer that falls further behind has its request cancelled (the final event is always
+// queued, past the bound, with FinishReason::CANCELLED and an error saying so).
+class EventStream {
+public:
+    using Clock = std::chrono::steady_clock;
+    // Waits until events are queued or `until`; returns every queued event, oldest first
+    // (none when the time ran out).
+    std::deque<TokenEvent> wait(Clock::time_point until);
+    // Waits (without a time limit) until events are queued and returns them.
+    std::deque<TokenEvent> wait();
+    // The consumer wants no more tokens (it went away): later token events are dropped
+    // and the engine cancels the request at its next token; the final event is still
+    // queued. Engine::cancel() frees the request at once.
+    void close();
+    bool closed() const;
+
+private:
+    friend class Engine;
+    enum class Push { OK, FULL, CLOSED };
+    // Queues an event unless the queue holds `capacity` (FULL) or the consumer closed it
+    // (CLOSED); a final event (done) is always queued.
+    Push push(TokenEvent ev, size_t capacity);
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<TokenEvent> q_;
+    bool closed_ = false;
+};
 
 struct EngineStats {
     uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
+    uint64_t requests_overrun = 0;        // cancelled because their consumer fell too far behind
     uint64_t prompt_tokens_total = 0, generated_tokens_total = 0;
     int running = 0, waiting = 0;
     int kv_blocks_total = 0, kv_blocks_used = 0;
@@ -117,6 +159,12 @@ public:
 
     // Queues a request; returns its id. Throws QueueFull when the queue is at its limit,
     // glia::Error when the request can never fit (prompt + max_tokens > n_ctx, bad ids).
+    // Events go to `out`, which the caller drains (EventStream::wait).
+    uint64_t submit(GenerationRequest req, std::shared_ptr<EventStream> out);
+    std::vector<uint64_t> submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> reqs);
+    // Events go to `cb`, called on a thread of the request's own (in order; the final
+    // event last). A callback that blocks delays only its own request, which is cancelled
+    // when it falls max_pending_events behind.
     uint64_t submit(GenerationRequest req, TokenCallback cb);
     // Queues several requests at once, all or none (same checks as submit(); QueueFull
     // when they do not all fit the queue); returns their ids in order. They become visible

@@ -99,6 +99,9 @@ public:
     int open_connections() const { return open_.load(); }
     uint64_t refused_connections() const { return refused_.load(); }
     bool stopping() const { return svr_sock_ == INVALID_SOCKET; }
+    // Serves one connection on the calling thread until it ends, then closes it (the
+    // server must be bound; fuzzing feeds raw bytes this way).
+    bool serve_socket(socket_t sock) { return process_and_close_socket(sock); }
 
 private:
     bool process_and_close_socket(socket_t sock) override;

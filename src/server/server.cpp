@@ -37,35 +37,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Where the engine thread leaves a request's events; an HTTP thread takes them.
-struct Channel {
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<TokenEvent> events;
-    bool abandoned = false;  // the HTTP side is gone: the callback cancels
-
-    bool push(const TokenEvent& ev) {
-        {
-            std::lock_guard<std::mutex> lk(m);
-            if (abandoned) return false;
-            events.push_back(ev);
-        }
-        cv.notify_one();
-        return true;
-    }
-    // Waits until events are queued or `until`; returns what is queued.
-    std::deque<TokenEvent> wait(Clock::time_point until) {
-        std::unique_lock<std::mutex> lk(m);
-        cv.wait_until(lk, until, [&] { return !events.empty(); });
-        std::deque<TokenEvent> out;
-        out.swap(events);
-        return out;
-    }
-    void abandon() {
-        std::lock_guard<std::mutex> lk(m);
-        abandoned = true;
-    }
-};
+// A request's events (the engine's bounded queue; an HTTP thread drains it).
+using Channel = EventStream;
 
 bool secure_equal(const std::string& a, const std::string& b) {
     unsigned char d = a.size() == b.size() ? 0 : 1;
@@ -392,18 +365,10 @@ struct HttpServer::Impl {
                 wrong_input("input");
             }
             if (inputs.size() > 2048) throw_api(400, "'input' holds more than 2048 inputs", "input", "invalid_value");
-            struct Result {
-                std::mutex mu;
-                std::condition_variable cv;
-                std::vector<std::vector<float>> vec;
-                std::vector<std::string> error;
-                size_t left;
-            };
-            auto r = std::make_shared<Result>();
-            r->vec.resize(inputs.size());
-            r->error.resize(inputs.size());
-            r->left = inputs.size();
-            std::vector<std::pair<GenerationRequest, TokenCallback>> batch;
+            std::vector<std::vector<float>> vecs(inputs.size());
+            std::vector<std::string> errors(inputs.size());
+            std::vector<std::shared_ptr<EventStream>> outs;
+            std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> batch;
             int n_tokens = 0;
             for (size_t i = 0; i < inputs.size(); ++i) {
                 if (inputs[i].empty()) throw_api(400, "input " + std::to_string(i) + " is empty", "input", "invalid_value");
@@ -411,15 +376,8 @@ struct HttpServer::Impl {
                 GenerationRequest g;
                 g.prompt = std::move(inputs[i]);
                 g.embed = pooling();
-                batch.emplace_back(std::move(g), [r, i](const TokenEvent& ev) {
-                    if (!ev.done) return true;
-                    std::lock_guard<std::mutex> lk(r->mu);
-                    if (ev.finish == FinishReason::STOP) r->vec[i] = ev.embedding;
-                    else r->error[i] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
-                    --r->left;
-                    r->cv.notify_all();
-                    return true;
-                });
+                outs.push_back(std::make_shared<EventStream>());
+                batch.emplace_back(std::move(g), outs.back());
             }
             std::vector<uint64_t> ids;
             try {
@@ -429,19 +387,26 @@ struct HttpServer::Impl {
             } catch (const glia::Error& e) {
                 throw_api(400, e.what(), "input", "invalid_request");
             }
-            {
-                std::unique_lock<std::mutex> lk(r->mu);
-                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(opt.timeout_s * 1000));
-                if (!r->cv.wait_until(lk, until, [&] { return r->left == 0; })) {
-                    lk.unlock();
-                    for (uint64_t id : ids) engine.cancel(id);
-                    throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(opt.timeout_s * 1000));
+            for (size_t i = 0; i < outs.size(); ++i) {
+                for (bool done = false; !done;) {
+                    const std::deque<TokenEvent> evs = outs[i]->wait(until);
+                    if (evs.empty()) {
+                        for (uint64_t id : ids) engine.cancel(id);
+                        throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+                    }
+                    for (const TokenEvent& ev : evs) {
+                        if (!ev.done) continue;
+                        done = true;
+                        if (ev.finish == FinishReason::STOP) vecs[i] = ev.embedding;
+                        else errors[i] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
+                    }
                 }
             }
             json data = json::array();
-            for (size_t i = 0; i < r->vec.size(); ++i) {
-                if (!r->error[i].empty()) throw_api(500, "embedding failed: " + r->error[i], "", "generation_error", "server_error");
-                json e = encoding == "base64" ? json(base64_floats(r->vec[i])) : json(r->vec[i]);
+            for (size_t i = 0; i < vecs.size(); ++i) {
+                if (!errors[i].empty()) throw_api(500, "embedding failed: " + errors[i], "", "generation_error", "server_error");
+                json e = encoding == "base64" ? json(base64_floats(vecs[i])) : json(vecs[i]);
                 data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e}});
             }
             res.set_content(dump(json{{"object", "list"}, {"data", data}, {"model", opt.model_id},
@@ -534,6 +499,9 @@ struct HttpServer::Impl {
         metric("glia_requests_finished_total", "counter", "Generation requests that finished (stop or length).", s.requests_finished);
         metric("glia_requests_cancelled_total", "counter", "Generation requests cancelled (client gone, timeout).",
                s.requests_cancelled);
+        metric("glia_requests_overrun_total", "counter",
+               "Generation requests cancelled because their client read too slowly (max pending events).",
+               s.requests_overrun);
         metric("glia_requests_rejected_total", "counter",
                "Generation requests refused (invalid, too long, queue full, over the concurrency limit).",
                s.requests_rejected + rejected);
@@ -746,7 +714,7 @@ struct HttpServer::Impl {
             auto ch = std::make_shared<Channel>();
             uint64_t id;
             try {
-                id = engine.submit(std::move(gr), [ch](const TokenEvent& ev) { return ch->push(ev); });
+                id = engine.submit(std::move(gr), ch);
             } catch (const QueueFull& e) {
                 throw_api(503, std::string("the server is busy: ") + e.what() + "; retry later", "", "queue_full");
             } catch (const glia::Error& e) {
@@ -849,7 +817,7 @@ struct HttpServer::Impl {
         void cancel() {
             if (finished) return;
             finished = true;
-            ch->abandon();
+            ch->close();
             s.engine.cancel(id);
         }
 
@@ -858,8 +826,8 @@ struct HttpServer::Impl {
         void stop_early() {
             if (finished) return;
             finished = true;
-            s.engine.finish_early(id);  // first: a token declined after abandon() is then still a stop
-            ch->abandon();
+            s.engine.finish_early(id);  // first: a token declined after close() is then still a stop
+            ch->close();
         }
 
         bool over() const { return finish_reason || error; }
@@ -919,6 +887,8 @@ struct HttpServer::Impl {
                     else if (ev.finish == FinishReason::LENGTH) finish_reason = "length";
                     else if (ev.finish == FinishReason::ERROR)
                         error = ApiError{500, "generation failed: " + ev.error, "server_error", "", "generation_error"};
+                    else if (!ev.error.empty())  // the client read too slowly
+                        error = ApiError{503, "the request was cancelled: " + ev.error, "server_error", "", "slow_consumer"};
                     else
                         error = ApiError{503, "the request was cancelled by the server (shutting down)", "server_error", "",
                                          "cancelled"};
@@ -1040,14 +1010,14 @@ struct HttpServer::Impl {
                     std::vector<std::shared_ptr<Run>>& runs) {
         while (!first.over() && first.n_generated == 0)
             for (TokenLogprob& t : first.step()) first.all_lp.push_back(std::move(t));
-        std::vector<std::pair<GenerationRequest, TokenCallback>> more;
+        std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> more;
         std::vector<std::shared_ptr<Channel>> chs;
         for (int i = 1; i < job.n; ++i) {
             GenerationRequest g = gr;
             if (g.sampling.seed != 0xFFFFFFFFFFFFFFFFull) g.sampling.seed += i;
             auto c = std::make_shared<Channel>();
             chs.push_back(c);
-            more.emplace_back(std::move(g), [c](const TokenEvent& ev) { return c->push(ev); });
+            more.emplace_back(std::move(g), c);
         }
         std::vector<uint64_t> ids;
         try {
@@ -1084,6 +1054,8 @@ void HttpServer::bind() {
 int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::serve_connection(int fd) { impl_->http.serve_socket(fd); }
 
 void HttpServer::stop() {
     if (!impl_) return;

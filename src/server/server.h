@@ -5,9 +5,12 @@
 // Connections: each is served on a thread of its own, at most --max-connections at once
 // (503 beyond); a request must arrive whole within --read-timeout; pipelined requests are
 // answered in order (connection.h says why this is not httplib's own loop). The engine
-// thread only pushes each token into the request's queue; the connection's thread drains
-// it, detokenizes, matches stop strings and writes to its client, so a slow client never
-// stalls generation for the others; a client that goes away cancels its request.
+// thread only pushes each token into the request's bounded queue (EventStream); the
+// connection's thread drains it, detokenizes, matches stop strings and writes to its
+// client, so a slow client never stalls generation for the others; one that falls
+// EngineOptions::max_pending_events behind is cancelled (503 "slow_consumer" in its
+// stream, counted in glia_requests_overrun_total); a client that goes away cancels its
+// request.
 //
 // Bodies are read by the handlers, at most --max-body bytes whatever their framing
 // (Content-Length, chunked; none means empty), 413 beyond.
@@ -81,6 +84,9 @@ public:
     // Serves until stop() (from any thread). Call after bind().
     void run();
     void stop();
+    // Serves one connected socket on the calling thread until the connection ends, then
+    // closes it. Call after bind(); for fuzzing the HTTP front end with raw bytes.
+    void serve_connection(int fd);
 
 private:
     struct Impl;

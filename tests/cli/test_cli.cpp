@@ -156,6 +156,30 @@ TEST(CliOptions, EveryNumberIsRangeChecked) {
     EXPECT_EQ(glia("run " + stories() + " -p Once -n 3 --temp 0 --top-p 1 --min-p 0 -t 1", &out), 0) << out;
 }
 
+// Item: an in-range thread count the system cannot start (its limits, or memory for the
+// stacks) aborted in the thread pool (std::system_error from std::thread). Now a clear
+// error. The address space is capped so that 1024 stacks cannot be mapped.
+TEST(CliOptions, ThreadsTheSystemRefusesAreAnError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "sanitizers reserve more address space than the cap allows";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    GTEST_SKIP() << "sanitizers reserve more address space than the cap allows";
+#endif
+#endif
+    for (const char* cmd : {"run", "bench"}) {
+        std::string out;
+        const std::string args = std::string(cmd) == "run" ? " -p Once -n 2 -t 1024" : " -p 8 -n 2 -r 1 -t 1024";
+        const int rc = run_command("bash -c 'ulimit -v 2000000; exec " + glia_binary() + " " + cmd + " " + stories() + args +
+                                       "' 2>&1",
+                                   &out);
+        EXPECT_EQ(rc, 1) << cmd << ": " << out;
+        EXPECT_NE(out.find("cannot start 1024 CPU threads"), std::string::npos) << cmd << ": " << out;
+        EXPECT_NE(out.find("use fewer with -t"), std::string::npos) << cmd << ": " << out;
+        EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
+    }
+}
+
 TEST(CliOptions, PromptSources) {
     std::string out;
     EXPECT_EQ(glia("run " + stories() + " -f " + ::testing::TempDir(), &out), 1) << out;

@@ -326,6 +326,52 @@ TEST(JinjaValue, ToJsonRejectsWhatPythonRejects) {
 
 // ---- chat templates ----
 
+// A template cannot run without bound or exhaust memory: every render has a step budget,
+// an output limit and a size limit on every value it builds, and ends with an error.
+TEST(JinjaLimits, UnboundedTemplatesEndWithAnError) {
+    auto contains = [](const std::string& src, const std::string& what) {
+        const Error e = render_error(src);
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << src << ": " << e.what();
+    };
+    // 10^10 iterations: stopped by the step budget (a small one here, to be quick).
+    {
+        RenderOptions small;
+        small.max_steps = 100000;
+        try {
+            Template("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}")
+                .render(Value::object(), small);
+            ADD_FAILURE() << "nested loops were not stopped";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("step limit"), std::string::npos) << e.what();
+        }
+    }
+    // Repetition and padding are refused before allocating.
+    contains("{{ 'x' * 1000000000000 }}", "more than the limit");
+    contains("{{ [1, 2] * 1000000000000 }}", "more than the limit");
+    contains("{{ ''.center(1000000000000) }}", "more than the limit");
+    contains("{{ 'a' | center(1000000000000) }}", "more than the limit");
+    contains("{{ '7'.zfill(1000000000000) }}", "more than the limit");
+    contains("{{ 'a\nb\nc' | indent(100000000) }}", "more than the limit");
+    // Doubling a string in a loop stops at the value limit.
+    contains("{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+             "more than the limit");
+    // Output past the limit.
+    RenderOptions opt;
+    opt.max_output = 1000;
+    try {
+        Template("{% for i in range(1000) %}{{ 'abc' }}{% endfor %}").render(Value::object(), opt);
+        ADD_FAILURE() << "no error past the output limit";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("output is larger than the limit of 1000 bytes"), std::string::npos) << e.what();
+    }
+    // A smaller step budget applies.
+    opt = RenderOptions();
+    opt.max_steps = 100;
+    EXPECT_THROW(Template("{% for i in range(1000) %}{% endfor %}").render(Value::object(), opt), Error);
+    // Real templates are far within the defaults (the goldens render: test_template_goldens).
+    EXPECT_EQ(render("{% for i in range(1000) %}{% endfor %}ok"), "ok");
+}
+
 TEST(ChatTemplate, RenderChatWithMessagesOrObject) {
     const std::string tmpl =
         "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}"

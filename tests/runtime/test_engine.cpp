@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -118,29 +119,50 @@ TEST(Engine, CancelledStreamFreesItsBlocksAndOthersContinue) {
 
 TEST(Engine, RejectsRequestsThatCanNeverFitAndFullQueues) {
     auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+    // The engine thread is held before its next step while the queue is probed (callbacks
+    // no longer run on the engine thread, so a slow one cannot hold it).
+    std::mutex hold_mu;
+    std::condition_variable hold_cv;
+    bool hold = false, held = false;
     EngineOptions eo;
     eo.n_ctx = 64;
     eo.n_parallel = 1;
     eo.max_queue = 1;
     eo.n_threads = 1;
+    eo.before_step = [&] {
+        std::unique_lock<std::mutex> lk(hold_mu);
+        if (!hold) return;
+        held = true;
+        hold_cv.notify_all();
+        hold_cv.wait(lk, [&] { return !hold; });
+    };
     Engine engine(*m, eo);
+    // Whatever happens below, the engine thread is let go before the engine is destroyed.
+    struct Release {
+        std::function<void()> f;
+        ~Release() { f(); }
+    } release{[&] {
+        {
+            std::lock_guard<std::mutex> lk(hold_mu);
+            hold = false;
+        }
+        hold_cv.notify_all();
+    }};
     const auto p = m->vocab().tokenize(kPrompts[0], true, false);
     EXPECT_THROW(engine.submit(greedy(p, 100), [](const TokenEvent&) { return true; }), Error);
     GenerationRequest bad = greedy({1, 99999}, 4);
     EXPECT_THROW(engine.submit(bad, [](const TokenEvent&) { return true; }), Error);
     // One running (slot taken) and one waiting fill the queue; the next is refused.
-    // The first request's callback slows each of its 40 steps to 10 ms, so it is still
-    // running while the queue is probed however fast generation is (callbacks run on the
-    // engine thread; the engine's lock is free between steps).
     Collector c1, c2;
-    std::atomic<bool> started{false};
-    auto cb1 = c1.callback();
-    engine.submit(greedy(p, 40), [&](const TokenEvent& ev) {
-        started = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        return cb1(ev);
-    });
-    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    {
+        std::lock_guard<std::mutex> lk(hold_mu);
+        hold = true;
+    }
+    engine.submit(greedy(p, 40), c1.callback());
+    {
+        std::unique_lock<std::mutex> lk(hold_mu);
+        ASSERT_TRUE(hold_cv.wait_for(lk, std::chrono::seconds(60), [&] { return held; }));
+    }
     engine.submit(greedy(p, 40), c2.callback());
     bool refused = false;
     try {
@@ -148,8 +170,63 @@ TEST(Engine, RejectsRequestsThatCanNeverFitAndFullQueues) {
     } catch (const QueueFull&) {
         refused = true;
     }
+    release.f();
     c1.wait();
     c2.wait();
     EXPECT_TRUE(refused);
     EXPECT_EQ(c1.tokens, c2.tokens);
+}
+
+// Delivery does not depend on the consumer's speed: while one request's callback is
+// blocked, another request runs to its end; the blocked one is cancelled once it is
+// max_pending_events behind (not waited for), and its blocks come back.
+TEST(Engine, SlowConsumerIsCancelledAndDoesNotSlowOthers) {
+    auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+    EngineOptions eo;
+    eo.n_ctx = 2048;
+    eo.n_parallel = 4;
+    eo.n_threads = 2;
+    eo.max_pending_events = 8;
+    Engine engine(*m, eo);
+    const auto p0 = m->vocab().tokenize(kPrompts[0], true, false);
+    const auto p1 = m->vocab().tokenize(kPrompts[1], true, false);
+    std::mutex gate_mu;
+    std::condition_variable gate_cv;
+    bool open = false;
+    Collector slow, fast;
+    auto slow_cb = slow.callback();
+    GenerationRequest rs = greedy(p0, 200);
+    rs.ignore_eos = true;
+    engine.submit(rs, [&](const TokenEvent& ev) {
+        std::unique_lock<std::mutex> lk(gate_mu);
+        gate_cv.wait(lk, [&] { return open; });  // blocked until the fast request is done
+        return slow_cb(ev);
+    });
+    // A stream consumer (pull) next to it.
+    auto out = std::make_shared<EventStream>();
+    GenerationRequest rf = greedy(p1, 100);
+    rf.ignore_eos = true;
+    engine.submit(rf, out);
+    std::vector<int32_t> fast_tokens;
+    FinishReason fast_finish = FinishReason::NONE;
+    const auto until = EventStream::Clock::now() + std::chrono::seconds(120);
+    while (fast_finish == FinishReason::NONE && EventStream::Clock::now() < until)
+        for (const TokenEvent& ev : out->wait(until)) {
+            if (ev.token >= 0) fast_tokens.push_back(ev.token);
+            if (ev.done) fast_finish = ev.finish;
+        }
+    EXPECT_EQ(fast_finish, FinishReason::LENGTH) << "the fast request did not finish while the slow one was blocked";
+    EXPECT_EQ(fast_tokens.size(), 100u);
+    {
+        std::lock_guard<std::mutex> lk(gate_mu);
+        open = true;
+    }
+    gate_cv.notify_all();
+    slow.wait();
+    EXPECT_EQ(slow.finish, FinishReason::CANCELLED);
+    EXPECT_LT(slow.tokens.size(), 50u);  // what it had taken when it blocked, then 8 queued at most
+    const EngineStats st = engine.stats();
+    EXPECT_EQ(st.requests_overrun, 1u);
+    EXPECT_EQ(st.requests_cancelled, 1u);
+    EXPECT_EQ(st.kv_blocks_used, 0);
 }

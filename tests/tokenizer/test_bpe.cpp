@@ -3,6 +3,8 @@
 // pre-tokenizer fallback, WordPiece pre-tokenization, and tokenizer speed.
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include <chrono>
 #include <functional>
 
@@ -219,8 +221,10 @@ std::unique_ptr<glia::gguf::File> byte_level_file(const std::vector<std::string>
     t.type = ty.type = m.type = ValueType::ARRAY;
     t.elem_type = m.elem_type = ValueType::STRING;
     ty.elem_type = ValueType::INT32;
+    std::deque<std::string> keep;  // Value::s is a view: the texts must outlive w.set()
     auto add = [&](const std::string& s, int type) {
-        Value a; a.type = ValueType::STRING; a.s = s; t.arr.push_back(a);
+        keep.push_back(s);
+        Value a; a.type = ValueType::STRING; a.s = keep.back(); t.arr.push_back(a);
         Value c; c.type = ValueType::INT32; c.i = type; ty.arr.push_back(c);
     };
     for (int b = 0; b < 256; ++b) add(uni::byte_to_utf8(static_cast<uint8_t>(b)), 1);

@@ -107,9 +107,9 @@ struct BatchedResult {
 };
 
 // One batched run: submits n_parallel requests at once and records, from the token
-// callbacks (engine thread, under the engine's lock: they only take a clock reading and
-// a short lock of their own), when the last sequence got its first token and when the
-// last one finished.
+// callbacks (each on its request's delivery thread, woken as soon as the engine queues
+// the event: a clock reading and a short lock of their own), when the last sequence got
+// its first token and when the last one finished.
 struct BatchedRun {
     using clock = std::chrono::steady_clock;
     std::mutex mu;
@@ -339,6 +339,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         if (a.has("--check-alone")) fail("--check-alone needs --parallel (it compares batched sequences with each alone)");
     }
     const std::vector<int> pps = int_list(a, "-p", 0), tgs = int_list(a, "-n", 0), threads = int_list(a, "-t", 0);
+    for (int t : threads)
+        if (t > kMaxThreads) fail("--threads must be between 0 and ", kMaxThreads, ", got ", t);
     const long long reps = a.integer("-r");
     if (reps < 1 || reps > 1000) fail("--repetitions must be between 1 and 1000");
     const long long n_batch = a.integer("-b");

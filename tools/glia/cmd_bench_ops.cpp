@@ -219,7 +219,7 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
     std::vector<Op> only;
     if (a.str("--ops") != "all") only = parse_cpu_ops(a.str("--ops"));
     const std::string dev = a.str("--device");
-    Backend& b = dev == "cpu" ? static_cast<Backend&>(cpu_backend(static_cast<int>(a.integer("-t"))))
+    Backend& b = dev == "cpu" ? static_cast<Backend&>(cpu_backend(static_cast<int>(a.integer("-t", 0, kMaxThreads))))
                               : cuda_backend(dev == "cuda" ? 0 : std::atoi(dev.c_str() + 5));
     const int n_past = static_cast<int>(a.integer("--past"));
     const int reps = static_cast<int>(std::max(1LL, a.integer("-r")));
@@ -322,7 +322,7 @@ int cmd_bench_ops(const std::vector<std::string>& argv) {
         if (!ok) fail("bench-ops: --isa must be scalar, avx2 or avx512");
         if (!cpu::simd::isa_supported(isa)) fail("bench-ops: this CPU cannot run --isa ", a.str("--isa"));
     }
-    cpu::ThreadPool pool(static_cast<int>(a.integer("-t")));
+    cpu::ThreadPool pool(static_cast<int>(a.integer("-t", 0, kMaxThreads)));
     g_cpu_clock = a.has("--cpu-clock");
     if (g_cpu_clock && pool.size() != 1) fail("bench-ops: --cpu-clock needs -t 1");
     const bool json = a.has("--json");

@@ -1,6 +1,9 @@
 #include "backend/cpu/threadpool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -34,15 +37,30 @@ struct Spinner {
 ThreadPool::ThreadPool(int n) {
     if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
     n_threads_ = n;
-    for (int i = 1; i < n; ++i) threads_.emplace_back([this, i] { worker(i); });
+    threads_.reserve(static_cast<size_t>(n - 1));
+    for (int i = 1; i < n; ++i) {
+        try {
+            threads_.emplace_back([this, i] { worker(i); });
+        } catch (const std::system_error& e) {
+            // The system refused a thread (its limits, or memory for the stacks): stop the
+            // ones already started and say so, instead of terminating.
+            const size_t started = threads_.size() + 1;
+            stop_workers();
+            fail("cannot start ", n, " CPU threads (the system refused thread ", started + 1, ": ", e.what(),
+                 "); use fewer with -t/--threads");
+        }
+    }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
     stop_.store(true, std::memory_order_seq_cst);
     generation_.fetch_add(1, std::memory_order_seq_cst);
     generation_.notify_all();
     for (auto& t : threads_) t.join();
+    threads_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::worker(int ith) {
     uint32_t seen = 0;

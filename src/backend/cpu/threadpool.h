@@ -37,7 +37,9 @@ private:
 
 class ThreadPool {
 public:
-    explicit ThreadPool(int n_threads);  // n_threads <= 0: hardware concurrency
+    // n_threads <= 0: hardware concurrency. Throws glia::Error when the system refuses to
+    // start that many threads.
+    explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -51,6 +53,7 @@ public:
 
 private:
     void worker(int ith);
+    void stop_workers();
     int n_threads_;
     std::vector<std::thread> threads_;
     const FunctionRef<void(int, int)>* job_ = nullptr;

@@ -5,6 +5,9 @@
 #include <mutex>
 
 #include "backend/cpu/simd/internal.h"
+#ifdef GLIA_SIMD_X86
+#include <cpuid.h>
+#endif
 #include "core/error.h"
 
 namespace glia::cpu::simd {
@@ -12,14 +15,24 @@ namespace {
 
 constexpr uint32_t kMaxType = 40;
 
+#ifdef GLIA_SIMD_X86
+// F16C and BMI2 through CPUID: clang's __builtin_cpu_supports does not know them (they
+// need no OS support beyond AVX's, which the avx2 check covers).
+bool has_f16c_bmi2() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b & bit_BMI2) != 0;
+}
+#endif
+
 bool cpu_has(Isa isa) {
 #ifdef GLIA_SIMD_X86
     // __builtin_cpu_supports also checks that the OS saves the wide registers.
     switch (isa) {
         case Isa::Scalar: return true;
         case Isa::Avx2:
-            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c_bmi2();
         case Isa::Avx512:
             return cpu_has(Isa::Avx2) && __builtin_cpu_supports("avx512f") &&
                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
