@@ -84,7 +84,7 @@ private:
     std::vector<const Node*> orig_;
     std::vector<uint8_t> packed_;  // per node: operand 0 is a packed weight
     std::vector<uint8_t> fused_;   // per node: how many nodes launch together from here (0: inside a group)
-    std::vector<size_t> pair_;     // nodes whose launch also covers the next one (ADD + RMS_NORM)
+    std::vector<uint8_t> pair_;    // per node: its launch also covers the next one (ADD + RMS_NORM)
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -448,6 +448,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
     // Consecutive packed products of one input (q/k/v, gate/up) launch together.
     const bool fuse = b.fuse();
     fused_.assign(nodes_.size(), 1);
+    pair_.assign(nodes_.size(), 0);
     for (size_t i = 0; i < nodes_.size();) {
         size_t j = i + 1;
         if (fuse && nodes_[i].op == Op::MATMUL && packed_[i])
@@ -455,7 +456,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
                 ++j;
         if (fuse && j == i + 1 && j < nodes_.size() && add_rms_norm_fusable(nodes_[i], nodes_[j])) {
-            pair_.push_back(i);  // launched with the next node
+            pair_[i] = 1;  // launched with the next node
             ++j;
         }
         fused_[i] = uint8_t(j - i);
@@ -477,7 +478,7 @@ CudaSegment::~CudaSegment() {
 void CudaSegment::launch_range(size_t first, size_t count) {
     for (size_t i = first; i < first + count; ++i) {
         if (fused_[i] == 0) continue;
-        if (fused_[i] == 2 && std::find(pair_.begin(), pair_.end(), i) != pair_.end()) {
+        if (pair_[i]) {
             b_.launch_pair(nodes_[i], nodes_[i + 1]);
         } else if (fused_[i] > 1) {
             const Node* group[8];

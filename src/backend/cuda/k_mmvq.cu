@@ -214,22 +214,23 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    // Loads record j of this lane's row (and its Q6_K side scale).
+    auto load = [&](uint32_t* w, uint32_t& sd, int j) {
+        const int4* rec = W + (g * nsb + j) * C * 32 + lane;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            const int4 v = __ldg(rec + 32 * c);
+            w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
+                      w[4 * c + 3] = uint32_t(v.w);
+        }
+        sd = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
+    };
     if (NT == 1 && x32) {
         // The first records' loads go out before the quantization, and each record's
         // successor (two buffers where registers allow) loads while it is computed.
         constexpr bool kTwo = C <= 13;
         uint32_t wa[4 * C], wb[kTwo ? 4 * C : 1];
         uint32_t sa = 0, sb = 0;
-        auto load = [&](uint32_t* w, uint32_t& sd, int j) {
-            const int4* rec = W + (g * nsb + j) * C * 32 + lane;
-#pragma unroll
-            for (int c = 0; c < C; ++c) {
-                const int4 v = __ldg(rec + 32 * c);
-                w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
-                          w[4 * c + 3] = uint32_t(v.w);
-            }
-            sd = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
-        };
         if (j0 < j1) load(wa, sa, j0);
         if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
         // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 1 scale).
@@ -257,23 +258,17 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
                 Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
             }
         }
-    }
-    for (int j = j0; j < j1 && !(NT == 1 && x32); ++j) {
-        const int4* rec = W + (g * nsb + j) * C * 32 + lane;
-        uint32_t w[4 * C];
+    } else {
+        for (int j = j0; j < j1; ++j) {
+            uint32_t w[4 * C], sd;
+            load(w, sd, j);
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-            const int4 v = __ldg(rec + 32 * c);
-            w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
-                      w[4 * c + 3] = uint32_t(v.w);
-        }
-        const uint32_t sd = side ? uint32_t(__ldg(side + (g * nsb + j) * 32 + lane)) : 0u;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            if (t0 + t < T) {
-                const int64_t tt = t0 + t;
-                Pk<D>::dot(w, sd, xq + tt * K + j * 256, __ldg(xd + tt * (K / 256) + j), xs + tt * (K / 16) + j * 16,
-                           acc[t]);
+            for (int t = 0; t < NT; ++t) {
+                if (t0 + t < T) {
+                    const int64_t tt = t0 + t;
+                    Pk<D>::dot(w, sd, xq + tt * K + j * 256, __ldg(xd + tt * (K / 256) + j),
+                               xs + tt * (K / 16) + j * 16, acc[t]);
+                }
             }
         }
     }
@@ -342,7 +337,6 @@ struct MmqTile {
     int g, tig;
 };
 
-template <int C>
 __device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
     return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
 }
@@ -354,7 +348,7 @@ template <> struct Mq<DType::Q4_K> {
     __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
         uint32_t ra[4], rb[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) ra[i] = mword<C>(t, t.r0, i), rb[i] = mword<C>(t, t.r1, i);
+        for (int i = 0; i < 4; ++i) ra[i] = mword(t, t.r0, i), rb[i] = mword(t, t.r1, i);
         int isc[8][4], mn[2][8];
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
@@ -368,9 +362,9 @@ template <> struct Mq<DType::Q4_K> {
             const int wa = 4 + 8 * (s / 2) + t.tig;
             const uint32_t mask = 0x0F0F0F0Fu;
             const int sh = (s & 1) * 4;
-            const int a0 = int((mword<C>(t, t.r0, wa) >> sh) & mask), a1 = int((mword<C>(t, t.r1, wa) >> sh) & mask);
-            const int a2 = int((mword<C>(t, t.r0, wa + 4) >> sh) & mask),
-                      a3 = int((mword<C>(t, t.r1, wa + 4) >> sh) & mask);
+            const int a0 = int((mword(t, t.r0, wa) >> sh) & mask), a1 = int((mword(t, t.r1, wa) >> sh) & mask);
+            const int a2 = int((mword(t, t.r0, wa + 4) >> sh) & mask),
+                      a3 = int((mword(t, t.r1, wa + 4) >> sh) & mask);
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) {
                 const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * s + t.tig;
@@ -402,7 +396,7 @@ template <> struct Mq<DType::Q6_K> {
         const float dr[2] = {h2f(t.sd[t.r0]), h2f(t.sd[t.r1])};
         uint32_t sa[4], sb[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) sa[i] = mword<C>(t, t.r0, 48 + i), sb[i] = mword<C>(t, t.r1, 48 + i);
+        for (int i = 0; i < 4; ++i) sa[i] = mword(t, t.r0, 48 + i), sb[i] = mword(t, t.r1, 48 + i);
         int comb[8][4];
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
@@ -414,10 +408,10 @@ template <> struct Mq<DType::Q6_K> {
             for (int k = 0; k < 4; ++k) {
                 const int s = 4 * h + k;
                 const int lw = 16 * h + (k & 1) * 8, hw = 32 + 8 * h;
-                const int a0 = int(q6k_word(mword<C>(t, t.r0, lw + t.tig), mword<C>(t, t.r0, hw + t.tig), k));
-                const int a1 = int(q6k_word(mword<C>(t, t.r1, lw + t.tig), mword<C>(t, t.r1, hw + t.tig), k));
-                const int a2 = int(q6k_word(mword<C>(t, t.r0, lw + 4 + t.tig), mword<C>(t, t.r0, hw + 4 + t.tig), k));
-                const int a3 = int(q6k_word(mword<C>(t, t.r1, lw + 4 + t.tig), mword<C>(t, t.r1, hw + 4 + t.tig), k));
+                const int a0 = int(q6k_word(mword(t, t.r0, lw + t.tig), mword(t, t.r0, hw + t.tig), k));
+                const int a1 = int(q6k_word(mword(t, t.r1, lw + t.tig), mword(t, t.r1, hw + t.tig), k));
+                const int a2 = int(q6k_word(mword(t, t.r0, lw + 4 + t.tig), mword(t, t.r0, hw + 4 + t.tig), k));
+                const int a3 = int(q6k_word(mword(t, t.r1, lw + 4 + t.tig), mword(t, t.r1, hw + 4 + t.tig), k));
                 const int sc_a[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k))), int(int8_t(rbyte(sb, 8 * h + 2 * k)))};
                 const int sc_b[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k + 1))), int(int8_t(rbyte(sb, 8 * h + 2 * k + 1)))};
 #pragma unroll
@@ -455,11 +449,11 @@ template <> struct Mq<DType::Q8_0> {
             for (int i = 0; i < 4; ++i) blk[nt][i] = 0.0f;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
-            const uint32_t da = mword<C>(t, t.r0, 64 + b / 2), db = mword<C>(t, t.r1, 64 + b / 2);
+            const uint32_t da = mword(t, t.r0, 64 + b / 2), db = mword(t, t.r1, 64 + b / 2);
             const float dr[2] = {h2f(uint16_t((da >> (16 * (b & 1))) & 0xffffu)),
                                  h2f(uint16_t((db >> (16 * (b & 1))) & 0xffffu))};
-            const int a0 = int(mword<C>(t, t.r0, 8 * b + t.tig)), a1 = int(mword<C>(t, t.r1, 8 * b + t.tig));
-            const int a2 = int(mword<C>(t, t.r0, 8 * b + 4 + t.tig)), a3 = int(mword<C>(t, t.r1, 8 * b + 4 + t.tig));
+            const int a0 = int(mword(t, t.r0, 8 * b + t.tig)), a1 = int(mword(t, t.r1, 8 * b + t.tig));
+            const int a2 = int(mword(t, t.r0, 8 * b + 4 + t.tig)), a3 = int(mword(t, t.r1, 8 * b + 4 + t.tig));
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) {
                 const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * b + t.tig;
@@ -674,6 +668,16 @@ __global__ void get_rows_packed_kernel(const int4* __restrict__ W, const uint16_
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
+// How K is cut for the fixed summation order (K alone decides it): nsb superblocks, sbs of
+// them a segment, nseg segments (at most 16).
+struct Segments {
+    int nsb, sbs, nseg;
+};
+Segments segments(int64_t K) {
+    const int nsb = int(K / 256), sbs = std::max(2, (nsb + 15) / 16);
+    return {nsb, sbs, (nsb + sbs - 1) / sbs};
+}
+
 // Tokens from which products run on tensor cores (GLIA_MMQ_MIN_T overrides; the results
 // are the same bits either way).
 int mmq_min_tokens() {
@@ -691,7 +695,7 @@ struct XQ {
     float* part;  // tensor-core segment sums
 };
 size_t xq_bytes(int64_t K, int64_t T) {
-    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
+    return align256(size_t(T * K)) + align256(size_t(T * K / 256) * 4) + align256(size_t(T * K / 16) * 4);
 }
 XQ carve(void* scratch, int64_t K, int64_t T) {
     uint8_t* p = static_cast<uint8_t*>(scratch);
@@ -699,7 +703,7 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     x.q = reinterpret_cast<int8_t*>(p);
     p += align256(size_t(T * K));
     x.d = reinterpret_cast<float*>(p);
-    p += align256(size_t(T * K / 32) * 4);
+    p += align256(size_t(T * K / 256) * 4);
     x.s = reinterpret_cast<int*>(p);
     x.part = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xq_bytes(K, T));
     return x;
@@ -717,9 +721,7 @@ void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, const MatO
 
 template <DType D, int NT>
 void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr) {
-    const int nsb = K / 256;
-    const int sbs = std::max(2, (nsb + 15) / 16);
-    const int nseg = (nsb + sbs - 1) / sbs;
+    const auto [nsb, sbs, nseg] = segments(K);
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
     if (x32) smem += size_t(nseg) * sbs * (256 + 64 + 16);
@@ -756,7 +758,7 @@ size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count) {
     const int64_t K = nodes[0]->src[MatmulArg::W]->ne[0], T = nodes[0]->src[MatmulArg::X]->n_rows();
     size_t bytes = xq_bytes(K, T);
     if (T >= mmq_min_tokens()) {
-        const int64_t nsb = K / 256, sbs = std::max<int64_t>(2, (nsb + 15) / 16), nseg = (nsb + sbs - 1) / sbs;
+        const int64_t nseg = segments(K).nseg;
         if (nseg > 1)
             for (int m = 0; m < count; ++m) bytes += size_t(nseg * T * nodes[m]->src[MatmulArg::W]->ne[1]) * 4;
     }
@@ -781,8 +783,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const int K = int(w0.ne[0]), T = int(x.n_rows());
     const XQ q = carve(scratch, K, T);
     // One token: the dp4a kernel quantizes its own slices (one launch less per product).
-    const int nsb_ = K / 256, sbs_ = std::max(2, (nsb_ + 15) / 16), nseg_ = (nsb_ + sbs_ - 1) / sbs_;
-    const bool fits = size_t(nseg_) * (128 + size_t(sbs_) * (256 + 64 + 16)) <= 48 * 1024;
+    const Segments sg = segments(K);
+    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.sbs) * (256 + 64 + 16)) <= 48 * 1024;
     const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32)
@@ -806,9 +808,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
         MatSet mt = ms;
         for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
-        const int nsb = K / 256;
-        const int sbs = std::max(2, (nsb + 15) / 16);
-        const int nseg = (nsb + sbs - 1) / sbs;
+        const int sbs = sg.sbs, nseg = sg.nseg;
         MatOffsets po{};
         int64_t total = 0;
         for (int m = 0; m < count; ++m) {
