@@ -116,7 +116,7 @@ double tolerance_for(const OpSpec& s) {
         case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
         case Op::ROPE: case Op::ROPE_FREQS: return 1e-4;  // angles by float recurrence
         case Op::DELTA_NET: return 1e-4;  // float sums over the state, token after token
-        case Op::MOE_TOPK: return 0;      // ids: exact
+        case Op::MOE_TOPK: case Op::ARGMAX: return 0;  // ids: exact
         case Op::GET_ROWS: return 0;      // rows dequantized exactly as the reference dequantizer does
         default: return 1e-5;
     }
@@ -230,6 +230,15 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             out = s.op == Op::SCALE ? g.scale(a, 0.7f) : g.softcap(a, 15.0f);
             r.bytes = 8.0 * K * T;
             r.flops = double(K) * T;
+            break;
+        }
+        case Op::ARGMAX: {
+            // Values on a coarse grid, so that rows hold equal maxima (the first must win).
+            Tensor* a = input(DType::F32, K, T, 1, "logits", 4.0f);
+            float* v = a->ptr<float>();
+            for (int64_t i = 0; i < K * T; ++i) v[i] = std::round(v[i] * 2.0f) / 2.0f;
+            out = g.argmax(a);
+            r.bytes = 4.0 * K * T;
             break;
         }
         case Op::ROPE: {
@@ -573,6 +582,7 @@ std::vector<OpSpec> layer_op_specs(const LayerShape& d, const std::vector<DType>
     add(Op::SITU, d.n_ff).strided = true;  // gate and up as halves of one product (kimi-k3)
     add(Op::SOFTCAP, d.n_embd);
     add(Op::SCALE, d.n_embd);
+    add(Op::ARGMAX, 128256);  // greedy picks over a llama3-sized vocabulary
     add(Op::MOE_TOPK, 0);
     add(Op::MOE_WEIGHTS, 0);
     add(Op::MOE_GATHER_WEIGHTS, 0);

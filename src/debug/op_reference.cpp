@@ -429,6 +429,16 @@ void reference_op(const Node& n, std::vector<double>& out) {
             return;
         }
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: case Op::MOE_EXPERTS: ref_moe(n, out); return;
+        case Op::ARGMAX: {
+            const Tensor& x = *n.src[0];
+            for (int64_t r = 0; r < x.n_rows(); ++r) {
+                int64_t best = 0;  // the first of the largest; NaN is never larger
+                for (int64_t i = 1; i < x.ne[0]; ++i)
+                    if (at(x, i, r) > at(x, best, r)) best = i;
+                out.push_back(double(best));
+            }
+            return;
+        }
         case Op::SHORTCONV: {
             const Tensor& x = *n.src[ShortconvArg::X];
             const Tensor& w = *n.src[ShortconvArg::KERNEL];

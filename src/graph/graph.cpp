@@ -17,6 +17,7 @@ constexpr OpNames kOpNames[] = {
     {"DELTA_NET", "delta_net"}, {"MUL_BCAST", "mul_bcast"}, {"CONCAT", "concat"},
     {"MATMUL_HEADS", "matmul_heads"}, {"RES_MIX", "res_mix"}, {"SITU", "situ"},
     {"MOE_GATHER_WEIGHTS", "moe_gather_weights"}, {"MOE_EXPERTS_GLU", "moe_experts_glu"},
+    {"ARGMAX", "argmax"},
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::COUNT));
 }  // namespace
@@ -233,6 +234,15 @@ Tensor* Graph::softcap(Tensor* x, float cap) {
     n.src[0] = x;
     n.params = SoftcapParams{cap};
     n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::argmax(Tensor* x) {
+    if (x->type != DType::F32 || x->nb[0] != sizeof(float)) fail("argmax: rows must be contiguous F32");
+    Node n;
+    n.op = Op::ARGMAX;
+    n.src[0] = x;
+    n.out = out_tensor(DType::I32, x->n_rows());
     return add_node(n);
 }
 

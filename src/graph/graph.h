@@ -46,6 +46,7 @@ enum class Op : uint8_t {
     SITU,         // out = b tanh(g / b) sigmoid(g) * c tanh(u / c)
     MOE_GATHER_WEIGHTS,  // the selected experts' given probabilities [n_used, T], optionally renormalised
     MOE_EXPERTS_GLU,     // MOE_EXPERTS with a chosen gated activation (SWIGLU, GEGLU, SITU)
+    ARGMAX,       // I32 [rows]: index of each row's largest value (the first of equals; NaN never wins)
     COUNT
 };
 const char* op_name(Op op);        // "MATMUL"
@@ -165,6 +166,7 @@ public:
     Tensor* swiglu(Tensor* gate, Tensor* up);
     Tensor* geglu(Tensor* gate, Tensor* up);
     Tensor* softcap(Tensor* x, float cap);
+    Tensor* argmax(Tensor* x);  // x F32 [n, rows] with contiguous rows -> I32 [rows]
     Tensor* moe_topk(Tensor* logits, int n_used);
     Tensor* moe_weights(Tensor* logits, Tensor* ids, bool norm_weights);
     Tensor* moe_experts(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids, Tensor* weights);

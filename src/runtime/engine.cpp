@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -361,11 +362,22 @@ struct Engine::Impl {
         in.n_tokens = static_cast<int>(tokens.size());
         in.out_ids = out_ids.data();
         in.n_out = static_cast<int>(out_ids.size());
-        // The logits stay in the runner's memory until the next step: read them in place.
+        // Only ids are needed when every output is a plain greedy pick.
+        static const bool ids_off = [] {
+            const char* e = std::getenv("GLIA_GREEDY_IDS");
+            return e && *e == '0';
+        }();
+        bool ids_only = opt.greedy_ids && !ids_off;
+        for (const Sequence* s : out_seq)
+            ids_only = ids_only && s->sampler->plain_greedy() && !s->matcher && s->req.logit_bias.empty() &&
+                       !s->req.logprobs && s->req.top_logprobs == 0;
+        // The logits (or ids) stay in the runner's memory until the next step: read them in place.
         const float* logits = nullptr;
+        const int32_t* picked = nullptr;
         try {
-            logits = runner->forward(in);
-            if (!any_out) logits = nullptr;
+            if (ids_only) picked = runner->forward_ids(in);
+            else logits = runner->forward(in);
+            if (!any_out) logits = nullptr, picked = nullptr;
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lk(mu);
             for (auto& s : running) {
@@ -381,6 +393,10 @@ struct Engine::Impl {
         for (size_t i = 0; i < out_seq.size(); ++i) {
             Sequence& s = *out_seq[i];
             if (s.cancelled) continue;
+            if (picked) {
+                emit(s, picked[i], nullptr, V, window_tokens);
+                continue;
+            }
             const float* l = &logits[i * V];
             const float* pick = l;
             if (s.matcher) {
@@ -404,34 +420,7 @@ struct Engine::Impl {
                 fail_by_grammar(s, "the sampled token " + std::to_string(tok) + " does not continue the grammar");
                 continue;
             }
-            TokenEvent ev;
-            ev.request_id = s.id;
-            ev.token = tok;
-            ev.n_prompt = static_cast<int>(s.req.prompt.size());
-            ev.n_cached = s.n_reused;
-            if (s.req.logprobs || s.req.top_logprobs > 0) fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
-            s.history.push_back(tok);
-            s.next = tok;
-            ++s.n_generated;
-            ++st.generated_tokens_total;
-            ++window_tokens;
-            ev.n_generated = s.n_generated;
-            const bool eog = model.vocab().is_eog(tok) && !s.req.ignore_eos;
-            if (eog) {
-                ev.token = -1;  // end-of-generation tokens are not part of the text
-                ev.done = true;
-                ev.finish = FinishReason::STOP;
-            } else if (s.n_generated >= s.req.max_tokens) {
-                ev.done = true;
-                ev.finish = FinishReason::LENGTH;
-            }
-            const bool done = ev.done;
-            if (!deliver(s, std::move(ev)) && !done) s.cancelled = true;
-            if (done) {
-                ++st.requests_finished;
-                s.cancelled = true;  // removed below
-                s.n_generated = -1;  // marker: finished normally
-            }
+            emit(s, tok, l, V, window_tokens);
         }
         for (auto it = running.begin(); it != running.end();) {
             Sequence& s = **it;
@@ -444,6 +433,39 @@ struct Engine::Impl {
         }
         update_block_stats();
         st.running = static_cast<int>(running.size());
+    }
+
+    // Delivers sequence s's new token `tok` (logits l, when the step brought them back, for
+    // logprobs) and ends the sequence at end-of-generation or its token limit. Under mu.
+    void emit(Sequence& s, int32_t tok, const float* l, int V, uint64_t& window_tokens) {
+        TokenEvent ev;
+        ev.request_id = s.id;
+        ev.token = tok;
+        ev.n_prompt = static_cast<int>(s.req.prompt.size());
+        ev.n_cached = s.n_reused;
+        if (l && (s.req.logprobs || s.req.top_logprobs > 0)) fill_logprobs(l, V, tok, s.req.top_logprobs, ev);
+        s.history.push_back(tok);
+        s.next = tok;
+        ++s.n_generated;
+        ++st.generated_tokens_total;
+        ++window_tokens;
+        ev.n_generated = s.n_generated;
+        const bool eog = model.vocab().is_eog(tok) && !s.req.ignore_eos;
+        if (eog) {
+            ev.token = -1;  // end-of-generation tokens are not part of the text
+            ev.done = true;
+            ev.finish = FinishReason::STOP;
+        } else if (s.n_generated >= s.req.max_tokens) {
+            ev.done = true;
+            ev.finish = FinishReason::LENGTH;
+        }
+        const bool done = ev.done;
+        if (!deliver(s, std::move(ev)) && !done) s.cancelled = true;
+        if (done) {
+            ++st.requests_finished;
+            s.cancelled = true;  // removed by the step
+            s.n_generated = -1;  // marker: finished normally
+        }
     }
 
     void update_block_stats() {

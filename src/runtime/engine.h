@@ -49,6 +49,11 @@ struct EngineOptions {
     // token prefix (runtime/pages.h); a request computes only what is not cached. Models
     // with recurrent layers checkpoint their state at page boundaries for it.
     bool prefix_cache = true;
+    // A step whose every output is a plain greedy pick (no temperature, penalties, grammar,
+    // logit bias or logprobs) takes only the token ids back from the runner: the argmax
+    // runs where the logits are, and a GPU sends ids over the bus instead of vocabulary-sized
+    // rows. The same ids either way. $GLIA_GREEDY_IDS=0 turns it off.
+    bool greedy_ids = true;
     // Events a request's consumer may leave untaken; one more cancels the request.
     int max_pending_events = 1024;
     // Tests: runs on the engine thread before each step, outside its lock (e.g. to hold

@@ -246,7 +246,7 @@ void Runner::validate(const StepInputs& in) const {
 
 int Runner::n_embd() const { return model_.profile().n_embd; }
 
-void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden) {
+void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden, bool ids) {
     const ModelProfile& p = model_.profile();
     Graph& g = sg.g;
     ForwardInputs& f = sg.fin;
@@ -277,14 +277,16 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
                 h = it->src[MatmulArg::X];
         if (!h || h->ne[0] != model_.profile().n_embd || h->type != DType::F32) fail("this model's graph has no LM head to take hidden states before");
         out = h;
+    } else if (ids) {
+        out = g.argmax(out);
     }
     g.set_output(out);
     sg.plan = dispatcher_->compile(g);
 }
 
-Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
+Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out, bool ids) {
     const bool forced = !in.forced_experts.empty();
-    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden};
+    const ShapeKey key{in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden, ids};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
         if (plans_.size() >= opt_.max_plans) {
@@ -294,18 +296,25 @@ Runner::StepGraph& Runner::graph_for(const StepInputs& in, int n_out) {
             plans_.erase(lru);
         }
         auto sg = std::make_unique<StepGraph>();
-        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden);
+        build(*sg, in.n_tokens, in.out_ids ? n_out : 0, in.out_ids ? false : in.all_logits, forced, in.hidden, ids);
         it = plans_.emplace(key, std::move(sg)).first;
     }
     it->second->last_use = ++use_clock_;
     return *it->second;
 }
 
-const float* Runner::forward(const StepInputs& in) {
+const float* Runner::forward(const StepInputs& in) { return run(in, false).ptr<float>(); }
+
+const int32_t* Runner::forward_ids(const StepInputs& in) {
+    if (in.hidden) fail("forward_ids: a hidden-state step has no logits to pick from");
+    return run(in, true).ptr<int32_t>();
+}
+
+const Tensor& Runner::run(const StepInputs& in, bool ids) {
     validate(in);
     const int T = in.n_tokens;
     const int n_out = in.out_ids ? in.n_out : (in.all_logits ? T : 1);
-    StepGraph& sg = graph_for(in, n_out);
+    StepGraph& sg = graph_for(in, n_out, ids);
     ForwardInputs& f = sg.fin;
     std::memcpy(f.tokens->data, in.tokens, sizeof(int32_t) * T);
     std::memcpy(f.pos->data, in.pos, sizeof(int32_t) * T);
@@ -322,7 +331,7 @@ const float* Runner::forward(const StepInputs& in) {
             std::memcpy(sg.forced[il]->data, in.forced_experts[il], sizeof(int32_t) * n_used * T);
     const Tensor& out = dispatcher_->run(*sg.plan);
     last_n_out_ = n_out;
-    return out.ptr<float>();
+    return out;
 }
 
 }  // namespace glia

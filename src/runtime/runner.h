@@ -78,6 +78,9 @@ public:
     // forced expert ids), runs one forward pass and returns the logits, n_vocab floats per
     // output row, in host memory valid until the next forward().
     const float* forward(const StepInputs& in);
+    // The same pass, returning each output row's argmax (the first of equal largest logits,
+    // as greedy sampling picks) computed where the logits are: only the ids come back.
+    const int32_t* forward_ids(const StepInputs& in);
     int n_outputs() const { return last_n_out_; }
     int n_embd() const;  // floats per row of a `hidden` step
 
@@ -91,9 +94,11 @@ public:
 
 private:
     struct StepGraph;
-    using ShapeKey = std::tuple<int, int, bool, bool, bool>;  // tokens, outputs, all_logits, forced, hidden
-    StepGraph& graph_for(const StepInputs& in, int n_out);
-    void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden);
+    // tokens, outputs, all_logits, forced, hidden, ids
+    using ShapeKey = std::tuple<int, int, bool, bool, bool, bool>;
+    StepGraph& graph_for(const StepInputs& in, int n_out, bool ids);
+    void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden, bool ids);
+    const Tensor& run(const StepInputs& in, bool ids);
     void validate(const StepInputs& in) const;
     void place_state();
     int tensor_device(const Tensor& t, const Node& n) const;

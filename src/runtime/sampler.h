@@ -25,6 +25,9 @@ public:
     // Picks the next token from logits (n_vocab values) given the tokens so far.
     int32_t sample(const float* logits, int n_vocab, const std::vector<int32_t>& history);
     const SamplerParams& params() const { return p_; }
+    // True when sample() is the plain argmax of the logits (no temperature, no penalties):
+    // the pick can then be made where the logits are (Runner::forward_ids).
+    bool plain_greedy() const;
 
 private:
     SamplerParams p_;

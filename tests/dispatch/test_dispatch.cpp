@@ -369,16 +369,8 @@ TEST(Standin, CudaSupportsEveryOpOfEveryModel) {
         evaluate(*m, prompt_tokens(gp->j), 2, so, &routing);
         ++models;
     }
-    // Pending in k_attention.cu (being rewritten): head sizes that are not multiples of 32
-    // or exceed 256 (stories260K: 8; kimi-k3's latent attention: 320). Listed, not failed.
-    const std::set<std::string> pending = {"ATTENTION"};
     for (const auto& [model, ops] : refused)
-        for (const auto& what : ops) {
-            if (pending.count(what.substr(0, what.find(' '))))
-                std::printf("[ pending  ] %s: the CUDA backend refuses %s\n", model.c_str(), what.c_str());
-            else
-                ADD_FAILURE() << model << ": the CUDA backend refuses " << what;
-        }
+        for (const auto& what : ops) ADD_FAILURE() << model << ": the CUDA backend refuses " << what;
     EXPECT_GT(models, 30);
 }
 #endif

@@ -60,20 +60,27 @@ GenerationRequest greedy(const std::vector<int32_t>& prompt, int n) {
     return r;
 }
 
-void check_batched_equals_alone(const std::string& model_file, int n_requests, int n_tokens, int prefill_chunk) {
+// greedy_ids: plain greedy steps take only ids back from the runner (the default);
+// logprobs_every: every so many requests also ask for logprobs, so that the steps they are
+// in bring logits back and sample on the host while their neighbours are plain greedy.
+void check_batched_equals_alone(const std::string& model_file, int n_requests, int n_tokens, int prefill_chunk,
+                                bool greedy_ids = true, int logprobs_every = 0) {
     auto m = Model::load(test::shared_path("models/" + model_file));
     EngineOptions eo;
     eo.n_ctx = 4096;
     eo.n_parallel = 8;
     eo.n_threads = 2;
     eo.prefill_chunk = prefill_chunk;
+    eo.greedy_ids = greedy_ids;
     Engine engine(*m, eo);
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::unique_ptr<Collector>> col;
     for (int i = 0; i < n_requests; ++i) {
         prompts.push_back(m->vocab().tokenize(kPrompts[i % 16], true, false));
         col.push_back(std::make_unique<Collector>());
-        engine.submit(greedy(prompts.back(), n_tokens), col.back()->callback());
+        GenerationRequest r = greedy(prompts.back(), n_tokens);
+        r.logprobs = logprobs_every > 0 && i % logprobs_every == 0;
+        engine.submit(r, col.back()->callback());
     }
     for (int i = 0; i < n_requests; ++i) {
         col[i]->wait();
@@ -87,6 +94,15 @@ void check_batched_equals_alone(const std::string& model_file, int n_requests, i
 }  // namespace
 
 TEST(Engine, SixteenGreedyStreamsEqualEachAlone) { check_batched_equals_alone("stories260K.gguf", 16, 40, 256); }
+
+// The same with the argmax taken from host logits (GLIA_GREEDY_IDS=0), and with steps that
+// mix plain greedy requests and requests for logprobs (those steps bring logits back).
+TEST(Engine, GreedyFromHostLogitsEqualsAlone) {
+    check_batched_equals_alone("stories260K-q8_0.gguf", 8, 24, 256, false);
+}
+TEST(Engine, StepsMixingLogprobsAndPlainGreedyEqualAlone) {
+    check_batched_equals_alone("stories260K-q8_0.gguf", 8, 24, 5, true, 3);
+}
 
 // Prompts split over several steps (chunk of 3 tokens) while other streams decode.
 TEST(Engine, ChunkedPrefillEqualsAlone) { check_batched_equals_alone("stories260K-q8_0.gguf", 6, 24, 3); }
@@ -229,4 +245,34 @@ TEST(Engine, SlowConsumerIsCancelledAndDoesNotSlowOthers) {
     EXPECT_EQ(st.requests_overrun, 1u);
     EXPECT_EQ(st.requests_cancelled, 1u);
     EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+// Runner::forward_ids picks what greedy sampling picks from the host logits, row for row.
+TEST(Runner, ForwardIdsAreTheArgmaxOfTheLogits) {
+    auto m = Model::load(test::shared_path("models/stories260K-q8_0.gguf"));
+    RunnerOptions ro;
+    ro.n_ctx = 256;
+    ro.n_threads = 2;
+    Runner runner(*m, ro);
+    const std::vector<int32_t> tokens = m->vocab().tokenize("Once upon a time there was", true, false);
+    std::vector<int32_t> pos(tokens.size());
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+    ASSERT_TRUE(runner.pages().reserve(0, static_cast<int>(tokens.size())));
+    StepInputs in;
+    in.tokens = tokens.data();
+    in.pos = pos.data();
+    in.n_tokens = static_cast<int>(tokens.size());
+    in.all_logits = true;
+    const int V = m->profile().n_vocab;
+    const float* l = runner.forward(in);
+    std::vector<int32_t> want;
+    for (size_t t = 0; t < tokens.size(); ++t) want.push_back(argmax(l + t * V, V));
+    const int32_t* got = runner.forward_ids(in);
+    EXPECT_EQ(std::vector<int32_t>(got, got + tokens.size()), want);
+    EXPECT_THROW(
+        {
+            in.hidden = true;
+            runner.forward_ids(in);
+        },
+        Error);
 }

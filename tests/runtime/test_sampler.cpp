@@ -63,5 +63,29 @@ TEST(Sampler, MinPDropsUnlikelyCandidates) {
     }
 }
 
+
+// plain_greedy(): exactly when sample() is the argmax of the logits as given.
+TEST(Sampler, PlainGreedyOnlyWithoutTemperatureOrPenalties) {
+    SamplerParams p;
+    p.temperature = 0;
+    EXPECT_TRUE(Sampler(p).plain_greedy());
+    p.repeat_penalty = 1.3f;
+    EXPECT_FALSE(Sampler(p).plain_greedy());
+    p.repeat_last_n = 0;  // penalties over an empty window change nothing
+    EXPECT_TRUE(Sampler(p).plain_greedy());
+    p = SamplerParams{};
+    p.temperature = 0;
+    p.presence_penalty = 0.5f;
+    EXPECT_FALSE(Sampler(p).plain_greedy());
+    p.presence_penalty = 0;
+    p.temperature = 0.7f;
+    EXPECT_FALSE(Sampler(p).plain_greedy());
+    // Where it says greedy, sample() gives the argmax whatever the history.
+    p.temperature = 0;
+    Sampler s(p);
+    const std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f};
+    EXPECT_EQ(s.sample(l.data(), 4, {1, 1, 1}), 1);
+}
+
 }  // namespace
 }  // namespace glia

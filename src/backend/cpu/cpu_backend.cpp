@@ -33,7 +33,7 @@ bool CpuBackend::supports(const Node& n) const {
             return s[0] && quant::supported(s[0]->type) && is(s[1], DType::I32);
         case Op::RMS_NORM: return is(s[0], DType::F32) && (!s[1] || is(s[1], DType::F32));
         case Op::ADD: case Op::MUL: return is(s[0], DType::F32) && is(s[1], DType::F32);
-        case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32);
+        case Op::SCALE: case Op::SOFTCAP: case Op::ARGMAX: return is(s[0], DType::F32);
         case Op::MATMUL: return has_dot(s[0]) && is(s[1], DType::F32);
         case Op::ROPE:
             return is(s[0], DType::F32) && is(s[1], DType::I32) &&
@@ -145,6 +145,7 @@ void CpuBackend::run(const Node& n) {
         case Op::ATTENTION: op_attention(n, pool_); break;
         case Op::SWIGLU: case Op::GEGLU: op_glu(n, pool_); break;
         case Op::SOFTCAP: op_softcap(n, pool_); break;
+        case Op::ARGMAX: op_argmax(n, pool_); break;
         case Op::MOE_TOPK: op_moe_topk(n, pool_); break;
         case Op::MOE_WEIGHTS: op_moe_weights(n, pool_); break;
         case Op::MOE_EXPERTS: op_moe_experts(n, pool_); break;

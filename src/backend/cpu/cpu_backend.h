@@ -81,6 +81,7 @@ void op_rope(const Node& n, ThreadPool& pool);
 void op_attention(const Node& n, ThreadPool& pool);
 void op_glu(const Node& n, ThreadPool& pool);  // SWIGLU, GEGLU
 void op_softcap(const Node& n, ThreadPool& pool);
+void op_argmax(const Node& n, ThreadPool& pool);
 void op_moe_topk(const Node& n, ThreadPool& pool);
 void op_moe_weights(const Node& n, ThreadPool& pool);
 void op_moe_experts(const Node& n, ThreadPool& pool);

@@ -125,6 +125,23 @@ void op_softcap(const Node& n, ThreadPool& pool) {
     });
 }
 
+// The sampler's greedy pick (runtime/sampler.cpp argmax): the first of the largest values,
+// NaN never greater.
+void op_argmax(const Node& n, ThreadPool& pool) {
+    const Tensor& x = *n.src[0];
+    int32_t* out = n.out->ptr<int32_t>();
+    for_rows(pool, x.n_rows(), x.ne[0], [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* v = reinterpret_cast<const float*>(x.row(r));
+            int32_t best = 0;
+            float bv = v[0];
+            for (int64_t i = 1; i < x.ne[0]; ++i)
+                if (v[i] > bv) bv = v[i], best = int32_t(i);
+            out[r] = best;
+        }
+    });
+}
+
 void op_shortconv(const Node& n) {
     const Tensor& bx = *n.src[ShortconvArg::X];
     const Tensor& w = *n.src[ShortconvArg::KERNEL];

@@ -58,7 +58,18 @@ void launch_get_rows(const Node& n, cudaStream_t s);
 void launch_rms_norm(const Node& n, cudaStream_t s);
 void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP, SWIGLU, GEGLU
 void launch_rope(const Node& n, cudaStream_t s);
-void launch_matmul(const Node& n, cudaStream_t s);
+void launch_argmax(const Node& n, cudaStream_t s);  // ARGMAX, one block per row
+// Activations as the reference's products see them (k_gemv.cu). The reference converts each
+// activation row to its weight type's vec_dot_type before a product: 8-bit blocks of 32
+// values with an f16 scale (Q8_0 / Q8_1: the 32-value weight types), of 256 with a float
+// scale (Q8_K: the K-quants, IQ4_XS), f16 or bf16 values (F16, BF16 weights). The kernels that
+// multiply float activations by dequantized weights take these values instead of x
+// (out-of-place; rows of x at byte strides nb1 (rows 0..n1-1) and nb2, out contiguous).
+bool act_rounding(DType weight_type);  // false: F32 weights (x as is)
+void launch_act_round(DType weight_type, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2,
+                      float* out, cudaStream_t s);
+// xr: K x T floats of scratch for the rounded activations (act_rounding).
+void launch_matmul(const Node& n, cudaStream_t s, float* xr);
 // counters: attention_counters(n) ints, zero, left zero (null: a separate merge kernel).
 void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counters);
 size_t attention_counters(const Node& n);
@@ -66,6 +77,8 @@ size_t attention_scratch_bytes(const Node& n);  // the split results launch_atte
 inline size_t attention_smem_bytes(int64_t group, int64_t hd, int64_t hd_v) {
     return size_t(group * hd) * 4 + size_t(32 * (hd + 8) + 32 * (hd_v + 8)) * 2;
 }
+// The most dynamic shared memory an attention block may take (sm_90 allows 227 KiB).
+constexpr size_t attention_max_smem() { return 160 * 1024; }
 bool matmul_type_supported(DType t);
 void launch_moe_route(const Node& n, cudaStream_t s);   // MOE_TOPK, MOE_WEIGHTS
 void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);

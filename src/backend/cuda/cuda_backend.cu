@@ -143,6 +143,7 @@ public:
             case Op::ADD: case Op::MUL: case Op::SWIGLU: case Op::GEGLU:
                 return is(s[0], DType::F32) && is(s[1], DType::F32) && s[0]->ne[3] == 1 && s[1]->ne[3] == 1;
             case Op::SCALE: case Op::SOFTCAP: return is(s[0], DType::F32) && s[0]->ne[3] == 1;
+            case Op::ARGMAX: return is(s[0], DType::F32) && s[0]->ne[2] == 1 && s[0]->ne[3] == 1;
             case Op::ROPE: return is(s[0], DType::F32) && is(s[1], DType::I32);
             case Op::MATMUL:
                 if (packed_weight(s[0])) return is(s[1], DType::F32);
@@ -155,9 +156,10 @@ public:
                 const Tensor* v = s[AttnArg::V];
                 return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) &&
                        is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
-                       q->ne[0] % 32 == 0 && q->ne[0] <= 256 && v->ne[0] % 32 == 0 && v->ne[0] <= 256 &&
+                       q->ne[0] % 8 == 0 && q->ne[0] <= 512 && v->ne[0] % 8 == 0 && v->ne[0] <= 512 &&
                        q->ne[1] % s[AttnArg::K]->ne[1] == 0 && q->ne[1] / s[AttnArg::K]->ne[1] <= 16 &&
-                       attention_smem_bytes(q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0], v->ne[0]) <= 48 * 1024;
+                       attention_smem_bytes(q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0], v->ne[0]) <=
+                           attention_max_smem();
             }
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
             case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
@@ -320,14 +322,15 @@ public:
                 launch_binary(n, stream_);
                 break;
             case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, stream_); break;
+            case Op::ARGMAX: launch_argmax(n, stream_); break;
             case Op::MATMUL:
                 if (packed) {
                     const Node* one = &n;
                     launch_matmul_packed(&one, 1, stream_, scratch(matmul_packed_scratch_bytes(&one, 1)));
                 } else if (n.src[MatmulArg::W]->ne[0] % 32 != 0) {
-                    launch_matmul_any_k(n, stream_);
+                    launch_matmul_any_k(n, stream_, act_scratch(n));
                 } else {
-                    launch_matmul(n, stream_);
+                    launch_matmul(n, stream_, act_scratch(n));
                 }
                 break;
             case Op::ATTENTION:
@@ -342,7 +345,7 @@ public:
             case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: case Op::RES_MIX: launch_mix(n, stream_); break;
             case Op::UNARY: launch_unary(n, stream_); break;
             case Op::DELTA_NET: launch_delta_net(n, stream_); break;
-            case Op::MATMUL_HEADS: launch_matmul_heads(n, stream_); break;
+            case Op::MATMUL_HEADS: launch_matmul_heads(n, stream_, act_scratch(n)); break;
             case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, stream_); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;
             default: fail(name_, ": no kernel for ", op_name(n.op));
@@ -372,6 +375,12 @@ public:
             fail("CUDA error in MATMUL x", count, " '", nodes[0]->out->name, "'",
                  nodes[0]->layer >= 0 ? " (layer " + std::to_string(nodes[0]->layer) + ")" : std::string(), " on ",
                  name_, ": ", cudaGetErrorString(err));
+    }
+
+    // Scratch for a product's rounded activations (act_rounding): x's values, contiguous.
+    float* act_scratch(const Node& n) {
+        const Tensor& x = *n.src[MatmulArg::X];
+        return act_rounding(n.src[MatmulArg::W]->type) ? scratch(size_t(x.n_elements()) * sizeof(float)) : nullptr;
     }
 
     // Per-op scratch on the device, grown as needed (kept between steps).

@@ -22,7 +22,9 @@ __global__ void store_kv_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* 
     for (int64_t i = threadIdx.x; i < n_kv * hd_v; i += blockDim.x) vr[i] = f2h(v.f(i / hd_v, t)[i % hd_v]);
 }
 
-constexpr int kMaxPerLane = 8;  // value head sizes up to 256
+// Head sizes: any multiple of 8 up to kMaxHead (K rows and V rows are staged in 16-byte
+// chunks); a lane accumulates value dims lane, lane + 32, ... (PL of them at most).
+constexpr int kMaxHead = 512;
 constexpr int kSplitCells = 64;
 constexpr int kMaxSplit = 16;
 constexpr int kWarps = 4;
@@ -71,6 +73,7 @@ __device__ void merge_head(const float* pp, int ns, int hd_v, float* out, int la
 // grid (kMaxSplit, n_kv, T), kWarps warps. Dynamic shared memory: q of the group's heads
 // (f16-rounded floats), then 32 K rows and 32 V rows (f16, padded by 16 bytes against
 // bank conflicts) that the whole block loads together for each batch of 32 cells.
+template <int PL>
 __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     extern __shared__ float qs[];
     const int split = blockIdx.x, hk = blockIdx.y;
@@ -93,17 +96,16 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     }
     const int32_t* table = J.pages + int64_t(J.seq[t]) * J.pages_row;
     const int bs = J.ap.block_size;
-    const int per_v = hd_v / 32;
     const int kch = hd / 8, vch = hd_v / 8;  // 16-byte chunks per row
     // Each warp owns query heads warp, warp + kWarps, ... of the group (at most kHeadsPerWarp).
     constexpr int kHeadsPerWarp = 4;
-    float m[kHeadsPerWarp], l[kHeadsPerWarp], acc[kHeadsPerWarp][kMaxPerLane];
+    float m[kHeadsPerWarp], l[kHeadsPerWarp], acc[kHeadsPerWarp][PL];
 #pragma unroll
     for (int a = 0; a < kHeadsPerWarp; ++a) {
         m[a] = -INFINITY;
         l[a] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i) acc[a][i] = 0.0f;
+        for (int i = 0; i < PL; ++i) acc[a][i] = 0.0f;
     }
     for (int cb = c0; cb < c1; cb += 32) {
         const int n = min(32, c1 - cb);
@@ -161,14 +163,14 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
             l[a] = l[a] * corr + warp_sum(e);
             const float pe = round_h(e);
 #pragma unroll
-            for (int i = 0; i < kMaxPerLane; ++i) acc[a][i] *= corr;
+            for (int i = 0; i < PL; ++i) acc[a][i] *= corr;
 #pragma unroll 4
             for (int j = 0; j < n; ++j) {
                 const float pj = __shfl_sync(0xffffffffu, pe, j);
-                const __half* vr = vs + j * vrow + lane * per_v;
+                const __half* vr = vs + j * vrow + lane;
 #pragma unroll
-                for (int i = 0; i < kMaxPerLane; ++i)
-                    if (i < per_v) acc[a][i] += pj * __half2float(vr[i]);
+                for (int i = 0; i < PL; ++i)
+                    if (lane + 32 * i < hd_v) acc[a][i] += pj * __half2float(vr[32 * i]);
             }
             m[a] = m_new;
         }
@@ -179,11 +181,11 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
         if (hh >= group) break;
         const int h = hk * group + hh;
         if (ns == 1) {
-            float* o = J.out + (t * J.n_head + h) * hd_v + lane * per_v;
+            float* o = J.out + (t * J.n_head + h) * hd_v + lane;
             const float inv = 1.0f / l[a];
 #pragma unroll
-            for (int i = 0; i < kMaxPerLane; ++i)
-                if (i < per_v) o[i] = acc[a][i] * inv;
+            for (int i = 0; i < PL; ++i)
+                if (lane + 32 * i < hd_v) o[32 * i] = acc[a][i] * inv;
         } else {
             float* pp = J.part + ((t * J.n_head + h) * kMaxSplit + split) * (hd_v + 2);
             if (lane == 0) {
@@ -191,8 +193,8 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
                 pp[1] = l[a];
             }
 #pragma unroll
-            for (int i = 0; i < kMaxPerLane; ++i)
-                if (i < per_v) pp[2 + lane * per_v + i] = acc[a][i];
+            for (int i = 0; i < PL; ++i)
+                if (lane + 32 * i < hd_v) pp[2 + lane + 32 * i] = acc[a][i];
         }
     }
     if (ns == 1 || !J.counters) return;
@@ -225,6 +227,19 @@ __global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const flo
     const int ns = n_splits(p - visible_lo(ap, p) + 1);
     if (ns == 1) return;
     merge_head(part + job * kMaxSplit * (hd_v + 2), ns, hd_v, out + job * hd_v, lane);
+}
+
+template <int PL>
+void launch_split(dim3 grid, size_t smem, cudaStream_t s, const AttnJob& J) {
+    static_assert(PL * 32 <= kMaxHead);
+    if (smem > 48 * 1024) {
+        static const bool attr = [] {
+            return cudaFuncSetAttribute(attend_split_kernel<PL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(attention_max_smem())) == cudaSuccess;
+        }();
+        if (!attr) fail("cuda: attention needs ", smem, " bytes of shared memory per block");
+    }
+    attend_split_kernel<PL><<<grid, kWarps * 32, smem, s>>>(J);
 }
 
 // Tokens per launch, so that the split results fit the scratch budget.
@@ -281,7 +296,10 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
         J.part = scratch;
         J.counters = counters;
         J.hd = int(hd), J.hd_v = int(hd_v), J.n_head = int(n_head), J.group = int(group);
-        attend_split_kernel<<<dim3(kMaxSplit, unsigned(n_kv), unsigned(nt)), kWarps * 32, smem, s>>>(J);
+        const dim3 grid(kMaxSplit, unsigned(n_kv), unsigned(nt));
+        if (hd_v <= 128) launch_split<4>(grid, smem, s, J);
+        else if (hd_v <= 256) launch_split<8>(grid, smem, s, J);
+        else launch_split<16>(grid, smem, s, J);
         const int64_t jobs = nt * n_head;
         if (!counters)
             attend_merge_kernel<<<unsigned((jobs * 32 + 127) / 128), 128, 0, s>>>(J.pos, J.ap, scratch, J.out, int(n_head),

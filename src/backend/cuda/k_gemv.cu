@@ -18,6 +18,8 @@
 //                           CPU adds it (y = w_0 o_0, then y + w_k o_k).
 // Decode reads each selected expert's rows once; prefill reads them once per (token,
 // expert): the grouped tensor-core version is issue 12's.
+#include <cuda_bf16.h>
+
 #include "dequant.cuh"
 
 namespace glia::cuda {
@@ -135,51 +137,128 @@ bool matmul_any_k_supported(const Tensor& w) {
            w.ne[1] <= 65535LL * kWarps;
 }
 
-void launch_matmul_any_k(const Node& n, cudaStream_t s) {
+void launch_matmul_any_k(const Node& n, cudaStream_t s, float* xr) {
     const Tensor& w = *n.src[MatmulArg::W];
     const Tensor& x = *n.src[MatmulArg::X];
     const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
     const dim3 grid(unsigned(T), unsigned((N + kWarps - 1) / kWarps));
     const auto* wp = static_cast<const uint8_t*>(w.data);
-    const int64_t x_row = int64_t(x.nb[1] / sizeof(float));
+    int64_t x_row = int64_t(x.nb[1] / sizeof(float));
+    const float* xp = x.ptr<float>();
+    if (act_rounding(w.type)) {
+        launch_act_round(w.type, static_cast<const char*>(x.data), int64_t(x.nb[1]), 0, K, T, 1, xr, s);
+        xp = xr;
+        x_row = K;
+    }
     switch (w.type) {
         case DType::F32:
-            matmul_rows_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+            matmul_rows_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), xp, x_row,
                                                                         n.out->ptr<float>(), K, N);
             break;
         case DType::F16:
-            matmul_rows_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+            matmul_rows_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), xp, x_row,
                                                                         n.out->ptr<float>(), K, N);
             break;
         case DType::BF16:
-            matmul_rows_kernel<DType::BF16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), x.ptr<float>(), x_row,
+            matmul_rows_kernel<DType::BF16><<<grid, kWarps * 32, 0, s>>>(wp, int64_t(w.nb[1]), xp, x_row,
                                                                          n.out->ptr<float>(), K, N);
             break;
         default: fail("cuda: no row-product kernel for ", dtype_name(w.type));
     }
 }
 
+namespace {
+
+// kind: 1 f16 values, 2 bf16 values, 32 / 256: 8-bit blocks of that many values. One warp per
+// block (32: a lane a value; 256: eight values a lane); f16/bf16: a thread a value.
+// In place allowed (x == out): a thread reads its own values before writing them.
+__global__ void act_round_kernel(int kind, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t rows,
+                                 float* out) {
+    const int per = kind >= 32 ? kind / 32 : 1;  // values a lane
+    const int64_t gid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t lanes_per_row = kind >= 32 ? K / per : K;
+    if (gid >= rows * lanes_per_row) return;  // whole warps leave together (K / per is a multiple of 32)
+    const int64_t r = gid / lanes_per_row, i0 = (gid % lanes_per_row) * per;
+    const float* xr = reinterpret_cast<const float*>(x + (r % n1) * nb1 + (r / n1) * nb2);
+    float* o = out + r * K;
+    if (kind == 1) {
+        o[i0] = __half2float(__float2half_rn(xr[i0]));
+        return;
+    }
+    if (kind == 2) {
+        o[i0] = __bfloat162float(__float2bfloat16_rn(xr[i0]));
+        return;
+    }
+    float v[8], amax = 0.0f;
+    for (int j = 0; j < per; ++j) amax = fmaxf(amax, fabsf(v[j] = xr[i0 + j]));
+    const int span = kind / per;  // lanes of one block: 32 either way
+    for (int o2 = span / 2; o2 > 0; o2 >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o2));
+    if (kind == 32) {
+        // Q8_0 / Q8_1: d = amax / 127 stored as f16, values rounded with 1 / d.
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float dh = __half2float(__float2half_rn(d));
+        o[i0] = float(__float2int_rn(v[0] * id)) * dh;
+    } else {
+        // Q8_K: a float scale, values rounded with 127 / amax and clamped to 127.
+        const float is = amax != 0.0f ? 127.0f / amax : 0.0f, d = is != 0.0f ? 1.0f / is : 0.0f;
+        for (int j = 0; j < per; ++j) o[i0 + j] = float(min(127, __float2int_rn(v[j] * is))) * d;
+    }
+}
+
+}  // namespace
+
+bool act_rounding(DType t) { return t != DType::F32; }
+
+void launch_act_round(DType t, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2, float* out,
+                      cudaStream_t s) {
+    int kind = 0;
+    switch (t) {
+        case DType::F16: kind = 1; break;
+        case DType::BF16: kind = 2; break;
+        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL:
+            kind = 32;
+            break;
+        case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
+            kind = 256;
+            break;
+        default: fail("cuda: no activation rounding for ", dtype_name(t));
+    }
+    if (kind >= 32 && K % kind != 0) fail("cuda: activation rows of ", K, " values are not whole ", kind, "-value blocks");
+    const int64_t rows = n1 * n2, threads = rows * (kind >= 32 ? K / (kind / 32) : K);
+    act_round_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(kind, x, nb1, nb2, K, n1, rows, out);
+}
+
 bool experts_type_supported(DType t) { return type_supported(t); }
 
 bool experts_shape_supported(int64_t K, int64_t N) { return K % 32 == 0 && N > 0 && N <= 65535LL * kWarps; }
 
-void launch_matmul_heads(const Node& n, cudaStream_t s) {
+void launch_matmul_heads(const Node& n, cudaStream_t s, float* xr) {
     const Tensor& w = *n.src[MatmulArg::W];
     const Tensor& x = *n.src[MatmulArg::X];
-    const int64_t H = x.ne[1], T = x.ne[2];
+    const int64_t K = x.ne[0], H = x.ne[1], T = x.ne[2];
     Gemv a = plain(w);
     a.mat_mod = H;
     a.x = static_cast<const char*>(x.data);
     a.x_mod = H;
     a.x_lo = int64_t(x.nb[1]);
     a.x_hi = int64_t(x.nb[2]);
+    if (act_rounding(w.type)) {
+        launch_act_round(w.type, a.x, a.x_lo, a.x_hi, K, H, T, xr, s);
+        a.x = reinterpret_cast<const char*>(xr);
+        a.x_lo = K * int64_t(sizeof(float));
+        a.x_hi = H * a.x_lo;
+    }
     a.y = n.out->ptr<float>();
     gemv(a, w.type, H * T, s);
 }
 
+// The hidden rows, then the activations as the gate and the up products see them.
 size_t moe_scratch_bytes(const Node& n) {
     const Tensor& ids = *n.src[MoeExpertsArg::IDS];
-    return size_t(ids.ne[0]) * size_t(ids.ne[1]) * size_t(n.src[MoeExpertsArg::GATE]->ne[1]) * sizeof(float);
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    return (size_t(ids.ne[0]) * size_t(ids.ne[1]) * size_t(n.src[MoeExpertsArg::GATE]->ne[1]) +
+            2 * size_t(x.ne[0]) * size_t(x.ne[1])) *
+           sizeof(float);
 }
 
 void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
@@ -199,6 +278,15 @@ void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
         beta = gp.beta;
         linear_beta = gp.linear_beta;
     }
+    // The activations as each product sees them (act_rounding), after the hidden rows.
+    const int64_t F = gate.ne[1], K = x.ne[0];
+    float* xr[2] = {hidden + B * F, hidden + B * F + K * T};
+    for (int m = 0; m < 2; ++m) {
+        const Tensor& w = m ? up : gate;
+        if (!act_rounding(w.type) || (m == 1 && w.type == gate.type && act_rounding(gate.type))) continue;
+        launch_act_round(w.type, static_cast<const char*>(x.data), int64_t(x.nb[1]), 0, K, T, 1, xr[m], s);
+    }
+    if (up.type == gate.type) xr[1] = xr[0];
     // 1-2: h[t * n_used + i] = act(gate_e . x_t, up_e . x_t), e = ids[t][i].
     for (const Tensor* w : {&gate, &up}) {
         Gemv a = plain(*w);
@@ -206,6 +294,10 @@ void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
         a.x = static_cast<const char*>(x.data);
         a.x_mod = n_used;  // b / n_used = the token
         a.x_hi = int64_t(x.nb[1]);
+        if (act_rounding(w->type)) {
+            a.x = reinterpret_cast<const char*>(xr[w == &up ? 1 : 0]);
+            a.x_hi = K * int64_t(sizeof(float));
+        }
         a.y = hidden;
         if (w == &up) {
             a.epi = act;
@@ -215,6 +307,9 @@ void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
         gemv(a, w->type, B, s);
     }
     // 3: out[t] = sum over i in order of weight[t][i] * down_e . h[t * n_used + i].
+    if (act_rounding(down.type))
+        launch_act_round(down.type, reinterpret_cast<const char*>(hidden), F * int64_t(sizeof(float)), 0, F, B, 1, hidden,
+                         s);
     Gemv a = plain(down);
     a.nk = n_used;
     a.ids = ids;

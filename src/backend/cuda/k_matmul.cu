@@ -54,14 +54,21 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_kernel(const uint8_t* w, i
 
 bool matmul_type_supported(DType t) { return type_supported(t); }
 
-void launch_matmul(const Node& n, cudaStream_t s) {
+void launch_matmul(const Node& n, cudaStream_t s, float* xr) {
     const Tensor& w = *n.src[MatmulArg::W];
     const Tensor& x = *n.src[MatmulArg::X];
     const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
     const dim3 grid(unsigned((N + kWarps - 1) / kWarps), unsigned((T + kTok - 1) / kTok));
+    const float* xp = x.ptr<float>();
+    int64_t x_row = int64_t(x.nb[1] / 4);
+    if (act_rounding(w.type)) {  // the values the reference's product sees
+        launch_act_round(w.type, static_cast<const char*>(x.data), int64_t(x.nb[1]), 0, K, T, 1, xr, s);
+        xp = xr;
+        x_row = K;
+    }
     GLIA_CUDA_TYPE_SWITCH(w.type, (matmul_kernel<D><<<grid, kWarps * 32, 0, s>>>(
-                                      static_cast<const uint8_t*>(w.data), int64_t(w.nb[1]), x.ptr<float>(),
-                                      int64_t(x.nb[1] / 4), n.out->ptr<float>(), K, N, T)));
+                                      static_cast<const uint8_t*>(w.data), int64_t(w.nb[1]), xp, x_row,
+                                      n.out->ptr<float>(), K, N, T)));
 }
 
 }  // namespace glia::cuda

@@ -1,9 +1,11 @@
 // MATMUL on packed quantized weights (packed.cuh) with 8-bit activations, and GET_ROWS
 // from packed tables.
 //
-// The activations of each token are quantized once per product to blocks of 256 int8
-// values with a float scale (d = max|x| / 127, as the reference's Q8_K) and the integer
-// sums of each 16 values. A lane owns one weight row and walks K in order: each
+// The activations of each token are quantized once per product to int8 with the integer
+// sums of each 16 values and float scales (d = max|x| / 127) over the block size the
+// reference uses for the weight type: one scale per 256 values for the K-quants (as its
+// Q8_K), one per 32 for Q8_0 (as its Q8_0 activations; 256 there measurably doubled the
+// error against the goldens). A lane owns one weight row and walks K in order: each
 // superblock's dot product is exact integer arithmetic (dp4a; the weights' integer
 // sub-block scales folded in as integers), scaled by the block's float factors with
 // round-to-nearest operations that never contract, and added to the lane's running sum.
@@ -31,13 +33,14 @@ __device__ __forceinline__ void load8(const int8_t* p, int* x) {
 // and tensor cores) call these, so every output gets the same bits.
 //   Q4_K: isc = sum of sc_s * (q . x)_s, imx = sum of m_s * (sum of x)_s
 //   Q6_K: comb = sum over 16-value groups of sc_g * ((q . x)_g - 32 (sum of x)_g)
-//   Q8_0: blk = the blocks' d_b * (q . x)_b added in order from 0 (q8_0_block)
+//   Q8_0: each 32-value block adds (d_b * xd_b) * (q . x)_b to the sum in order (q8_0_block)
 __device__ __forceinline__ float q4k_term(float xd, float d, float dmin, int isc, int imx) {
     return __fmul_rn(xd, __fmaf_rn(d, float(isc), -__fmul_rn(dmin, float(imx))));
 }
 __device__ __forceinline__ float q6k_term(float xd, float d, int comb) { return __fmul_rn(xd, __fmul_rn(d, float(comb))); }
-__device__ __forceinline__ float q8_0_block(float blk, float d, int isum) { return __fadd_rn(blk, __fmul_rn(d, float(isum))); }
-__device__ __forceinline__ float q8_0_term(float xd, float blk) { return __fmul_rn(xd, blk); }
+__device__ __forceinline__ float q8_0_block(float acc, float d, float xd, int isum) {
+    return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, xd), float(isum)));
+}
 
 // Q4_K sub-block s's scale and min from the record's words 1..3 (bytes 4..15).
 __device__ __forceinline__ void q4k_scale_min(const uint32_t* rec, int s, int& sc, int& m) {
@@ -61,7 +64,8 @@ template <DType D> struct Pk;
 // Q4_K: value = d * sc * q - dmin * m per 32-value sub-block s (q 4-bit).
 template <> struct Pk<DType::Q4_K> {
     static constexpr int C = 9;
-    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, float xd, const int* xs,
+    static constexpr int NS = 1;
+    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, const float* xd, const int* xs,
                                float& acc) {
         const float d = h2f(uint16_t(w[0] & 0xffffu)), dmin = h2f(uint16_t(w[0] >> 16));
         int isc = 0, imx = 0;
@@ -86,14 +90,15 @@ template <> struct Pk<DType::Q4_K> {
                 imx += m * (xs[2 * s] + xs[2 * s + 1]);
             }
         }
-        acc = __fadd_rn(acc, q4k_term(xd, d, dmin, isc, imx));
+        acc = __fadd_rn(acc, q4k_term(xd[0], d, dmin, isc, imx));
     }
 };
 
 // Q6_K: value = d * sc16 * (q - 32), q 6-bit, a signed scale per 16 values.
 template <> struct Pk<DType::Q6_K> {
     static constexpr int C = 13;
-    __device__ static void dot(const uint32_t* w, uint32_t side, const int8_t* xq, float xd, const int* xs,
+    static constexpr int NS = 1;
+    __device__ static void dot(const uint32_t* w, uint32_t side, const int8_t* xq, const float* xd, const int* xs,
                                float& acc) {
         const float d = h2f(uint16_t(side));
         int comb = 0;
@@ -116,15 +121,16 @@ template <> struct Pk<DType::Q6_K> {
                 comb += sca * (sa - 32 * xs[2 * s]) + scb * (sb - 32 * xs[2 * s + 1]);
             }
         }
-        acc = __fadd_rn(acc, q6k_term(xd, d, comb));
+        acc = __fadd_rn(acc, q6k_term(xd[0], d, comb));
     }
 };
 
-// Q8_0: eight blocks of 32 int8 values, each with its f16 scale.
+// Q8_0: eight blocks of 32 int8 values, each with its f16 scale; eight activation scales.
 template <> struct Pk<DType::Q8_0> {
     static constexpr int C = 17;
-    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, float xd, const int*, float& acc) {
-        float blk = 0.0f;
+    static constexpr int NS = 8;
+    __device__ static void dot(const uint32_t* w, uint32_t, const int8_t* xq, const float* xd, const int*,
+                               float& acc) {
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
             int xa[8];
@@ -133,23 +139,31 @@ template <> struct Pk<DType::Q8_0> {
 #pragma unroll
             for (int i = 0; i < 8; ++i) s = __dp4a(int(w[8 * b + i]), xa[i], s);
             const float db = h2f(uint16_t(rbyte(w, 256 + 2 * b) | (rbyte(w, 257 + 2 * b) << 8)));
-            blk = q8_0_block(blk, db, s);
+            acc = q8_0_block(acc, db, xd[b], s);
         }
-        acc = __fadd_rn(acc, q8_0_term(xd, blk));
     }
 };
 
-// Quantizes one 256-value block (8 values a lane of one warp): int8 values at q, the 16
-// sums of 16 values at xs, the scale returned. The separate kernel and the dp4a kernel's
-// own quantization (one token) both run this, so they agree bit for bit.
-__device__ __forceinline__ float quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, int lane) {
+// Quantizes one 256-value block (8 values a lane of one warp): int8 values at q8, the 16
+// sums of 16 values at xs, and NS scales (one per 256 / NS values) at xd. The separate
+// kernel and the dp4a kernel's own quantization (one token) both run this, so they agree
+// bit for bit.
+template <int NS>
+__device__ __forceinline__ void quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, float* xd,
+                                                  int lane) {
+    static_assert(NS == 1 || NS == 8, "one scale per 256 or per 32 values");
     const float4* xp = reinterpret_cast<const float4*>(x + lane * 8);
     const float4 v0 = xp[0], v1 = xp[1];
     const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    amax = warp_max(amax);
+    if (NS == 1) {
+        amax = warp_max(amax);
+    } else {  // the 4 lanes of one 32-value block
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    }
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
     int q[8], s = 0;
 #pragma unroll
@@ -163,10 +177,11 @@ __device__ __forceinline__ float quantize_block256(const float* __restrict__ x, 
     *reinterpret_cast<int2*>(q8 + lane * 8) = packed;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     if ((lane & 1) == 0) xs[lane / 2] = s;
-    return amax / 127.0f;
+    if (lane % (32 / NS) == 0) xd[lane / (32 / NS)] = amax / 127.0f;
 }
 
-// One warp per 256-value block of one token: int8 values, one scale, sums of each 16.
+// One warp per 256-value block of one token: int8 values, NS scales, sums of each 16.
+template <int NS>
 __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, int8_t* __restrict__ xq,
                                   float* __restrict__ xd, int* __restrict__ xs) {
     const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -175,9 +190,13 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, in
     if (wid >= int64_t(T) * nb) return;
     const int64_t t = wid / nb;
     const int b = int(wid % nb);
-    const float d = quantize_block256(x + t * x_row + b * 256, xq + t * K + b * 256, xs + t * (K / 16) + b * 16, lane);
-    if (lane == 0) xd[t * nb + b] = d;
+    quantize_block256<NS>(x + t * x_row + b * 256, xq + t * K + b * 256, xs + t * (K / 16) + b * 16,
+                          xd + (t * nb + b) * NS, lane);
 }
+
+// Shared-memory bytes of one superblock's activations in the one-token dp4a kernel:
+// 256 int8 values, 16 sums, up to 8 scales.
+constexpr int kSbBytes = 256 + 64 + 32;
 
 // Up to kMaxMats products of one input, one launch: blocks [gstart[m], gstart[m+1]) are
 // matrix m's row groups.
@@ -199,7 +218,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
                                                    const float* __restrict__ xd, const int* __restrict__ xs, int K,
                                                    int T, int sb_per_seg, const float* __restrict__ x32) {
     extern __shared__ float part[];
-    constexpr int C = Pk<D>::C;
+    constexpr int C = Pk<D>::C, NS = Pk<D>::NS;
     int mi = 0;
 #pragma unroll
     for (int i = 1; i < kMaxMats; ++i)
@@ -233,29 +252,28 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
         uint32_t sa = 0, sb = 0;
         if (j0 < j1) load(wa, sa, j0);
         if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
-        // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 1 scale).
-        uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * (256 + 64 + 16);
+        // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 8 scales).
+        uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * kSbBytes;
         int8_t* q8 = reinterpret_cast<int8_t*>(mine);
         int* s16 = reinterpret_cast<int*>(mine + sb_per_seg * 256);
         float* sd = reinterpret_cast<float*>(mine + sb_per_seg * (256 + 64));
-        for (int j = j0; j < j1; ++j) {
-            const float d = quantize_block256(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, lane);
-            if (lane == 0) sd[j - j0] = d;
-        }
+        for (int j = j0; j < j1; ++j)
+            quantize_block256<NS>(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane);
         __syncwarp();
         if (kTwo) {
             for (int j = j0; j < j1; j += 2) {
-                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd + (j - j0) * NS, s16 + (j - j0) * 16, acc[0]);
                 if (j + 2 < j1) load(wa, sa, j + 2);
                 if (j + 1 < j1) {
-                    Pk<D>::dot(wb, sb, q8 + (j + 1 - j0) * 256, sd[j + 1 - j0], s16 + (j + 1 - j0) * 16, acc[0]);
+                    Pk<D>::dot(wb, sb, q8 + (j + 1 - j0) * 256, sd + (j + 1 - j0) * NS, s16 + (j + 1 - j0) * 16,
+                               acc[0]);
                     if (j + 3 < j1) load(wb, sb, j + 3);
                 }
             }
         } else {
             for (int j = j0; j < j1; ++j) {
                 if (j > j0) load(wa, sa, j);
-                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd[j - j0], s16 + (j - j0) * 16, acc[0]);
+                Pk<D>::dot(wa, sa, q8 + (j - j0) * 256, sd + (j - j0) * NS, s16 + (j - j0) * 16, acc[0]);
             }
         }
     } else {
@@ -266,7 +284,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
             for (int t = 0; t < NT; ++t) {
                 if (t0 + t < T) {
                     const int64_t tt = t0 + t;
-                    Pk<D>::dot(w, sd, xq + tt * K + j * 256, __ldg(xd + tt * (K / 256) + j),
+                    Pk<D>::dot(w, sd, xq + tt * K + j * 256, xd + (tt * (K / 256) + j) * NS,
                                xs + tt * (K / 16) + j * 16, acc[t]);
                 }
             }
@@ -331,7 +349,7 @@ struct MmqTile {
     const uint32_t* w;   // the warp's packed group in shared memory
     const uint16_t* sd;  // its Q6_K side scales
     const int32_t* x;    // staged tokens, kXRow words each
-    const float* xd;     // [64]: each token's scale of this superblock
+    const float* xd;     // [64][NS]: each token's scales of this superblock
     const int* xs;       // [64][16]
     int r0, r1;          // the thread's two lane-rows in the group
     int g, tig;
@@ -344,7 +362,7 @@ __device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
 template <DType D> struct Mq;
 
 template <> struct Mq<DType::Q4_K> {
-    static constexpr int C = 9;
+    static constexpr int C = 9, NS = 1;
     __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
         uint32_t ra[4], rb[4];
 #pragma unroll
@@ -391,7 +409,7 @@ template <> struct Mq<DType::Q4_K> {
 };
 
 template <> struct Mq<DType::Q6_K> {
-    static constexpr int C = 13;
+    static constexpr int C = 13, NS = 1;
     __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
         const float dr[2] = {h2f(t.sd[t.r0]), h2f(t.sd[t.r1])};
         uint32_t sa[4], sb[4];
@@ -440,13 +458,8 @@ template <> struct Mq<DType::Q6_K> {
 };
 
 template <> struct Mq<DType::Q8_0> {
-    static constexpr int C = 17;
+    static constexpr int C = 17, NS = 8;
     __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
-        float blk[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) blk[nt][i] = 0.0f;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
             const uint32_t da = mword(t, t.r0, 64 + b / 2), db = mword(t, t.r1, 64 + b / 2);
@@ -460,16 +473,12 @@ template <> struct Mq<DType::Q8_0> {
                 int r[4];
                 mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) blk[nt][i] = q8_0_block(blk[nt][i], dr[i >> 1], r[i]);
+                for (int i = 0; i < 4; ++i) {
+                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                    seg[nt][i] = q8_0_block(seg[nt][i], dr[i >> 1], t.xd[tk * 8 + b], r[i]);
+                }
             }
         }
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                seg[nt][i] = __fadd_rn(seg[nt][i], q8_0_term(t.xd[tk], blk[nt][i]));
-            }
     }
 };
 
@@ -487,9 +496,10 @@ __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_g
 
 // One pipeline stage in shared memory: the two packed row groups of one superblock and
 // the 64 tokens' activations for it.
-template <int C>
+template <int C, int NS>
 struct MmqStage {
-    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow * 4, kXd = 64 * 4, kXs = 64 * kXsRow * 4;
+    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow * 4, kXd = 64 * NS * 4,
+                         kXs = 64 * kXsRow * 4;
     static constexpr int kBytes = kW + kSide + kX + kXd + kXs;
 };
 
@@ -502,8 +512,8 @@ template <DType D>
 __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                   const float* __restrict__ xd, const int* __restrict__ xs, int K,
                                                   int T, int sb_per_seg, float* __restrict__ part, MatOffsets po) {
-    constexpr int C = Mq<D>::C;
-    using St = MmqStage<C>;
+    constexpr int C = Mq<D>::C, NS = Mq<D>::NS;
+    using St = MmqStage<C, NS>;
     extern __shared__ __align__(16) uint8_t smem[];
     int mi = 0;
 #pragma unroll
@@ -544,10 +554,10 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
                        ok);
         }
         float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX);
-        if (threadIdx.x < 64) {
-            const int tok = threadIdx.x;
+        for (int idx = threadIdx.x; idx < 64 * NS; idx += blockDim.x) {
+            const int tok = idx / NS;
             const bool ok = t0 + tok < T;
-            cp_async4(xdsm + tok, ok ? xd + int64_t(t0 + tok) * (K / 256) + j : xd, ok);
+            cp_async4(xdsm + idx, ok ? xd + (int64_t(t0 + tok) * (K / 256) + j) * NS + idx % NS : xd, ok);
         }
         int* xssm = reinterpret_cast<int*>(st + St::kW + St::kSide + St::kX + St::kXd);
         for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
@@ -695,7 +705,7 @@ struct XQ {
     float* part;  // tensor-core segment sums
 };
 size_t xq_bytes(int64_t K, int64_t T) {
-    return align256(size_t(T * K)) + align256(size_t(T * K / 256) * 4) + align256(size_t(T * K / 16) * 4);
+    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
 }
 XQ carve(void* scratch, int64_t K, int64_t T) {
     uint8_t* p = static_cast<uint8_t*>(scratch);
@@ -703,7 +713,7 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     x.q = reinterpret_cast<int8_t*>(p);
     p += align256(size_t(T * K));
     x.d = reinterpret_cast<float*>(p);
-    p += align256(size_t(T * K / 256) * 4);
+    p += align256(size_t(T * K / 32) * 4);
     x.s = reinterpret_cast<int*>(p);
     x.part = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xq_bytes(K, T));
     return x;
@@ -711,7 +721,7 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
 
 template <DType D>
 void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, const MatOffsets& po, dim3 grid, cudaStream_t s) {
-    constexpr int bytes = 2 * MmqStage<Mq<D>::C>::kBytes;
+    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes;
     static bool attr = [] {
         return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     }();
@@ -724,7 +734,7 @@ void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, co
     const auto [nsb, sbs, nseg] = segments(K);
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
-    if (x32) smem += size_t(nseg) * sbs * (256 + 64 + 16);
+    if (x32) smem += size_t(nseg) * sbs * kSbBytes;
     mmvq_kernel<D, NT><<<grid, nseg * 32, smem, s>>>(ms, x.q, x.d, x.s, K, T, sbs, x32);
 }
 
@@ -784,12 +794,16 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const XQ q = carve(scratch, K, T);
     // One token: the dp4a kernel quantizes its own slices (one launch less per product).
     const Segments sg = segments(K);
-    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.sbs) * (256 + 64 + 16)) <= 48 * 1024;
+    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.sbs) * kSbBytes) <= 48 * 1024;
     const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
     const int64_t threads = int64_t(T) * (K / 256) * 32;
-    if (!x32)
-        quantize_x_kernel<<<unsigned((threads + 255) / 256), 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q,
-                                                                      q.d, q.s);
+    if (!x32) {
+        const unsigned blocks = unsigned((threads + 255) / 256);
+        if (w0.type == DType::Q8_0)
+            quantize_x_kernel<8><<<blocks, 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
+        else
+            quantize_x_kernel<1><<<blocks, 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
+    }
     MatSet ms{};
     ms.n = count;
     ms.gstart[0] = 0;

@@ -119,6 +119,50 @@ void launch_binary(const Node& n, cudaStream_t s) {
                                                                 n.out->ptr<float>(), ne0, rows);
 }
 
+namespace {
+
+// (value, index) a thread or warp holds: the larger value wins, equal values go to the
+// lower index, NaN never wins (as the CPU's `v[i] > v[best]` scan).
+__device__ __forceinline__ void argmax_take(float& bv, int& bi, float v, int i) {
+    if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
+}
+
+// One block per row.
+__global__ void argmax_kernel(Rows x, int64_t n, int32_t* __restrict__ out) {
+    const int64_t r = blockIdx.x;
+    const float* v = x.f(r);
+    float bv = -INFINITY;
+    int bi = int(n);  // no value yet: any -inf or larger value at a lower index takes it
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) argmax_take(bv, bi, v[i], int(i));
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        argmax_take(bv, bi, ov, oi);
+    }
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) sv[warp] = bv, si[warp] = bi;
+    __syncthreads();
+    if (warp != 0) return;
+    bv = lane < int(blockDim.x >> 5) ? sv[lane] : -INFINITY;
+    bi = lane < int(blockDim.x >> 5) ? si[lane] : int(n);
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        argmax_take(bv, bi, ov, oi);
+    }
+    // A NaN first value stops the CPU's scan at 0; so does a row of NaN alone.
+    if (lane == 0) out[r] = (isnan(v[0]) || bi >= n) ? 0 : bi;
+}
+
+}  // namespace
+
+void launch_argmax(const Node& n, cudaStream_t s) {
+    const Tensor& x = *n.src[0];
+    argmax_kernel<<<unsigned(x.n_rows()), 1024, 0, s>>>(Rows::of(x), x.ne[0], n.out->ptr<int32_t>());
+}
+
 void launch_rope(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[RopeArg::X];
     const RopeParams& p = n.p<RopeParams>();
