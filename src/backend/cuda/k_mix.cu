@@ -16,6 +16,7 @@ namespace glia::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxStreams = 256;  // RES_MIX: saved streams + the current one, at most
 
 __global__ void mul_bcast_kernel(View4 a, View4 b, float* out, int64_t n) {
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -64,7 +65,7 @@ template <class T> __device__ T block_sum(T v, T* part) {
 
 __global__ void __launch_bounds__(kThreads)
     res_mix_kernel(View4 stack, View4 cur, const float* w, float eps, float* out, int64_t E) {
-    extern __shared__ float p[];  // ns + 1 mixing weights
+    __shared__ float p[kMaxStreams];  // the ns + 1 mixing weights
     __shared__ double part_d[kThreads / 32];
     __shared__ float part_f[kThreads / 32];
     const int64_t t = blockIdx.x, ns = stack.ne[1];
@@ -119,8 +120,8 @@ void launch_mix(const Node& n, cudaStream_t s) {
         case Op::RES_MIX: {
             const Tensor& stack = *n.src[ResMixArg::STACK];
             const Tensor& cur = *n.src[ResMixArg::CUR];
-            const size_t shared = size_t(stack.ne[1] + 1) * sizeof(float);  // the mixing weights
-            res_mix_kernel<<<unsigned(cur.ne[1]), kThreads, shared, s>>>(
+            if (stack.ne[1] + 1 > kMaxStreams) fail("cuda: res_mix takes at most ", kMaxStreams - 1, " saved streams");
+            res_mix_kernel<<<unsigned(cur.ne[1]), kThreads, 0, s>>>(
                 View4::of(stack), View4::of(cur), n.src[ResMixArg::W]->ptr<float>(), n.p<NormParams>().eps, out,
                 cur.ne[0]);
             break;
@@ -130,6 +131,6 @@ void launch_mix(const Node& n, cudaStream_t s) {
 }
 
 // The mixing weights live in shared memory: one float per stream.
-bool res_mix_shape_supported(const Node& n) { return n.src[ResMixArg::STACK]->ne[1] + 1 <= 8192; }
+bool res_mix_shape_supported(const Node& n) { return n.src[ResMixArg::STACK]->ne[1] + 1 <= kMaxStreams; }
 
 }  // namespace glia::cuda

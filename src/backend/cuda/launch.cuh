@@ -8,7 +8,7 @@
 namespace glia::cuda {
 
 void launch_mix(const Node& n, cudaStream_t s);  // MUL_BCAST, CONCAT, SITU, RES_MIX
-bool res_mix_shape_supported(const Node& n);     // saved streams <= 8191
+bool res_mix_shape_supported(const Node& n);     // saved streams <= 255
 void launch_unary(const Node& n, cudaStream_t s);
 void launch_delta_net(const Node& n, cudaStream_t s);
 bool delta_net_shape_supported(const Node& n);   // key head size <= 256
