@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/f16.h"
+#include "parallel/communicator.h"
 #include "quant/quant.h"
 
 namespace glia {
@@ -463,6 +464,17 @@ void reference_op(const Node& n, std::vector<double>& out) {
                     out.push_back(acc);
                 }
             }
+            return;
+        }
+        case Op::ALL_REDUCE: case Op::ALL_GATHER: {
+            // The reference of one rank alone: a group of one returns its input. Groups of
+            // several ranks are checked against sums computed in the tests (tests/parallel).
+            const Communicator* c = n.p<CollectiveParams>().comm;
+            if (!c || c->world() != 1) break;
+            const Tensor& x = *n.src[0];
+            for (int64_t i2 = 0; i2 < x.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < x.ne[1]; ++i1)
+                    for (int64_t i = 0; i < x.ne[0]; ++i) out.push_back(at(x, i, i1, i2));
             return;
         }
         default: break;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "parallel/communicator.h"
 
 namespace glia {
 
@@ -18,6 +19,7 @@ constexpr OpNames kOpNames[] = {
     {"MATMUL_HEADS", "matmul_heads"}, {"RES_MIX", "res_mix"}, {"SITU", "situ"},
     {"MOE_GATHER_WEIGHTS", "moe_gather_weights"}, {"MOE_EXPERTS_GLU", "moe_experts_glu"},
     {"ARGMAX", "argmax"},
+    {"ALL_REDUCE", "all_reduce"}, {"ALL_GATHER", "all_gather"},
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::COUNT));
 }  // namespace
@@ -454,6 +456,29 @@ Tensor* Graph::moe_experts_glu(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Te
     gp.n_used = static_cast<int>(ids->ne[0]);
     n.params = gp;
     return out;
+}
+
+Tensor* Graph::all_reduce(Tensor* x, Communicator* comm) {
+    if (!comm) fail("all_reduce of '", x->name, "' without a communicator");
+    if (x->type != DType::F32 || !x->is_contiguous()) fail("all_reduce: '", x->name, "' must be contiguous F32");
+    Node n;
+    n.op = Op::ALL_REDUCE;
+    n.src[0] = x;
+    n.params = CollectiveParams{comm};
+    n.out = out_tensor(DType::F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    return add_node(n);
+}
+
+Tensor* Graph::all_gather(Tensor* x, Communicator* comm) {
+    if (!comm) fail("all_gather of '", x->name, "' without a communicator");
+    if (x->type != DType::F32 || !x->is_contiguous() || x->ne[2] != 1 || x->ne[3] != 1)
+        fail("all_gather: '", x->name, "' must be contiguous 2-D F32, not ", x->shape_str());
+    Node n;
+    n.op = Op::ALL_GATHER;
+    n.src[0] = x;
+    n.params = CollectiveParams{comm};
+    n.out = out_tensor(DType::F32, x->ne[0] * comm->world(), x->ne[1]);
+    return add_node(n);
 }
 
 }  // namespace glia

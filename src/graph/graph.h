@@ -18,6 +18,8 @@
 
 namespace glia {
 
+class Communicator;  // parallel/communicator.h
+
 enum class Op : uint8_t {
     NONE,         // a leaf: weight, input or state
     GET_ROWS,     // out[:, t] = dequant(table row ids[t])
@@ -47,6 +49,8 @@ enum class Op : uint8_t {
     MOE_GATHER_WEIGHTS,  // the selected experts' given probabilities [n_used, T], optionally renormalised
     MOE_EXPERTS_GLU,     // MOE_EXPERTS with a chosen gated activation (SWIGLU, GEGLU, SITU)
     ARGMAX,       // I32 [rows]: index of each row's largest value (the first of equals; NaN never wins)
+    ALL_REDUCE,   // out = the sum of x over the ranks of a tensor-parallel group (rank order)
+    ALL_GATHER,   // out [n * world, T] = the ranks' x [n, T] stacked by rank, per column
     COUNT
 };
 const char* op_name(Op op);        // "MATMUL"
@@ -85,8 +89,10 @@ struct GluParams {
     float beta = 1.0f, linear_beta = 1.0f;  // SITU: b, c
     int n_used = 0;                          // MOE_EXPERTS_GLU: experts per token
 };
+// ALL_REDUCE / ALL_GATHER: the group's communicator for this rank (it outlives the graph).
+struct CollectiveParams { Communicator* comm = nullptr; };
 using OpParams = std::variant<std::monostate, NormParams, ScaleParams, SoftcapParams, RopeParams, AttnParams, MoeParams,
-                              UnaryParams, DeltaNetParams, ConcatParams, GluParams>;
+                              UnaryParams, DeltaNetParams, ConcatParams, GluParams, CollectiveParams>;
 
 // Operand names, per op (indices into Node::src).
 struct MatmulArg { enum : int { W, X }; };
@@ -194,6 +200,11 @@ public:
     Tensor* moe_gather_weights(Tensor* probs, Tensor* ids, bool norm);
     Tensor* moe_experts_glu(Tensor* x, Tensor* gate_exps, Tensor* up_exps, Tensor* down_exps, Tensor* ids,
                             Tensor* weights, const GluParams& act);
+
+    // Tensor parallelism (x contiguous F32): the sum of x over the ranks of comm's group,
+    // and the ranks' x [n, T] stacked by rank along dim 0 ([n * world, T]).
+    Tensor* all_reduce(Tensor* x, Communicator* comm);
+    Tensor* all_gather(Tensor* x, Communicator* comm);
 
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);

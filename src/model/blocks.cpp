@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "parallel/communicator.h"
 
 namespace glia {
 
@@ -106,9 +107,20 @@ DecoderWeights bind_decoder(WeightSet& w, const ModelProfile& p, const char* nor
     DecoderWeights d;
     d.tok_embd = w.get("token_embd.weight", {E, V});
     d.output_norm = w.get(norm_name, {E});
-    d.output = p.tied_output ? d.tok_embd : w.get("output.weight", {E, V});
+    d.output = p.tied_output ? d.tok_embd : w.get("output.weight", {E, p.n_vocab_local()});
     for (int il = 0; il < p.n_layer; ++il) d.layers.push_back(bind_layer(w, p, il));
     return d;
+}
+
+// Tensor parallelism: a projection along K on each rank gives a part of the sum; the ranks
+// add their parts (every rank gets the same bits). Nothing on a model of one rank.
+static Tensor* sum_ranks(Graph& g, const ModelProfile& p, const ForwardInputs& in, Tensor* part, const char* name,
+                         int il) {
+    if (p.tp.world <= 1) return part;
+    if (!in.comm || in.comm->world() != p.tp.world)
+        fail("rank ", p.tp.rank, " of ", p.tp.world, " runs without its group's communicator");
+    g.name(part, std::string(name) + "_part", il);
+    return g.name(g.all_reduce(part, in.comm), name, il);
 }
 
 // Rows [first, first + n_heads * head_dim) of a projection output [rows, T], as [head_dim, n_heads, T].
@@ -182,7 +194,7 @@ Tensor* attention_block(Graph& g, const ModelProfile& p, const LayerWeights& L, 
         Tensor* sg = g.reshape(g.name(g.unary(gate, UnaryKind::SIGMOID), "gate_sigmoid", il), hv * nh, T);
         a = g.name(g.mul(a, sg), "attn_gated", il);
     }
-    return g.name(g.matmul(L.wo, a), "attn_out", il);
+    return sum_ranks(g, p, in, g.name(g.matmul(L.wo, a), "attn_out", il), "attn_out", il);
 }
 
 Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor* h, const ForwardInputs& in,
@@ -193,7 +205,8 @@ Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor
         Tensor* ids = forced ? forced : g.name(g.moe_topk(logits, p.n_expert_used), "ffn_moe_topk", il);
         Tensor* w = g.name(g.moe_weights(logits, ids, p.moe_norm_weights),
                            p.moe_norm_weights ? "ffn_moe_weights_norm" : "ffn_moe_weights", il);
-        return g.name(g.moe_experts(h, L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps, ids, w), "ffn_moe_out", il);
+        Tensor* moe = g.name(g.moe_experts(h, L.ffn_gate_exps, L.ffn_up_exps, L.ffn_down_exps, ids, w), "ffn_moe_out", il);
+        return sum_ranks(g, p, in, moe, "ffn_moe_out", il);
     }
     Tensor *gate, *up;
     if (L.ffn_gate) {
@@ -210,7 +223,7 @@ Tensor* ffn_block(Graph& g, const ModelProfile& p, const LayerWeights& L, Tensor
     else if (p.ffn_act == Activation::SITU)
         act = g.name(g.situ(gate, up, p.situ_beta, p.situ_linear_beta), "ffn_situ", il);
     else act = g.name(g.swiglu(gate, up), "ffn_swiglu", il);
-    return g.name(g.matmul(L.ffn_down, act), "ffn_out", il);
+    return sum_ranks(g, p, in, g.name(g.matmul(L.ffn_down, act), "ffn_out", il), "ffn_out", il);
 }
 
 Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const ForwardInputs& in, int il) {
@@ -228,10 +241,17 @@ Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const Forwa
 }
 
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,
-                    const ForwardInputs& /*in: the rows were chosen by keep_output_rows*/) {
+                    const ForwardInputs& in /* the rows were chosen by keep_output_rows */) {
     g.set_layer(-1);
     x = g.name(g.rms_norm(x, norm, p.norm_eps), "result_norm");
     Tensor* logits = g.name(g.matmul(output, x), "result_output");
+    if (p.tp.lm_head_split) {
+        // Each rank computed its rows of the vocabulary: stack them in rank order.
+        if (!in.comm || in.comm->world() != p.tp.world)
+            fail("rank ", p.tp.rank, " of ", p.tp.world, " runs without its group's communicator");
+        g.name(logits, "result_output_part");
+        logits = g.name(g.all_gather(logits, in.comm), "result_output");
+    }
     if (p.final_softcap > 0) logits = g.name(g.softcap(logits, p.final_softcap), "result_output_capped");
     return logits;
 }

@@ -14,6 +14,8 @@ namespace glia::tok { class Vocab; }
 
 namespace glia {
 
+class Communicator;
+
 // A layer's state: K/V pages of an attention layer, the carried inputs of a recurrent one.
 // Tensors allocated by the backend of the device the layer runs on (runtime/runner.h).
 struct LayerState {
@@ -36,6 +38,9 @@ struct ForwardInputs {
     bool all_logits = false;   // without out_ids: logits for every token, else only the last
     int block_size = 16;       // cells per page
     const std::vector<LayerState>* state = nullptr;  // per layer
+    // Tensor parallelism: this rank's communicator (required when the profile's tp.world
+    // is above 1: the blocks sum their partial outputs through it).
+    Communicator* comm = nullptr;
     // Testing: per layer, I32 [n_used, n_tokens] experts to use instead of the router's
     // choice (empty, or nullptr entries: the router decides).
     std::vector<Tensor*> forced_experts;
@@ -50,7 +55,9 @@ public:
 };
 
 using ArchFactory = std::unique_ptr<Architecture> (*)(WeightSet& w, const ModelProfile& p);
-struct ArchEntry { const char* name; ArchFactory make; };
+// tensor_parallel: the family's graph is built from the shared blocks (blocks.h), which
+// split by heads and sum the ranks' parts; other families are refused -tp above 1.
+struct ArchEntry { const char* name; ArchFactory make; bool tensor_parallel = false; };
 // The supported architectures (general.architecture values).
 const std::vector<ArchEntry>& architectures();
 std::string supported_architectures();  // "llama, ..." for messages
@@ -62,6 +69,11 @@ public:
     static std::unique_ptr<Model> load(const std::string& path);
     ~Model();
 
+    // Rank `rank` of `world` of this model for tensor parallelism (model/shard.h): the
+    // same file and vocabulary, the rank's profile, views of its share of the weights.
+    // Throws Error naming the family or the tensor that cannot be split, and the remedy.
+    std::unique_ptr<Model> shard(int rank, int world) const;
+
     const gguf::File& file() const { return *file_; }
     const ModelProfile& profile() const { return profile_; }
     const tok::Vocab& vocab() const { return *vocab_; }
@@ -71,11 +83,11 @@ public:
 
 private:
     Model() = default;
-    std::unique_ptr<gguf::File> file_;
+    std::shared_ptr<gguf::File> file_;
     ModelProfile profile_;
     std::unique_ptr<WeightSet> weights_;
     std::unique_ptr<Architecture> arch_;
-    std::unique_ptr<tok::Vocab> vocab_;
+    std::shared_ptr<tok::Vocab> vocab_;
 };
 
 }  // namespace glia

@@ -13,6 +13,15 @@ namespace glia::gguf { class File; }
 namespace glia {
 
 enum class LayerKind { ATTENTION, SLIDING_ATTENTION, RECURRENT };
+
+// Tensor parallelism: the profile of rank `rank` of `world` (model/shard.h). Its head,
+// KV-head and FFN counts are that rank's share; the graph sums partial results with
+// ALL_REDUCE and, when the LM head is split by rows, gathers the logits.
+struct TensorParallel {
+    int rank = 0;
+    int world = 1;
+    bool lm_head_split = false;  // this rank's LM head holds n_vocab / world rows
+};
 enum class Activation { SILU, GELU, SITU };
 const char* layer_kind_name(LayerKind k);
 
@@ -89,7 +98,11 @@ struct ModelProfile {
     // matrices together; 0: none).
     int64_t recurrent_state_floats = 0;
 
+    TensorParallel tp;              // world 1: the whole model
+
     int n_head_kv_max() const;
+    // Rows of this rank's LM head (n_vocab unless the head is split).
+    int n_vocab_local() const { return tp.lm_head_split ? n_vocab / tp.world : n_vocab; }
     bool sliding(int il) const { return layer_kind[il] == LayerKind::SLIDING_ATTENTION; }
     int head_dim_k_of(int il) const { return sliding(il) && head_dim_k_swa > 0 ? head_dim_k_swa : head_dim_k; }
     int head_dim_v_of(int il) const { return sliding(il) && head_dim_v_swa > 0 ? head_dim_v_swa : head_dim_v; }

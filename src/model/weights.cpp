@@ -18,6 +18,13 @@ WeightSet::WeightSet(const gguf::File& f) : path_(f.path()) {
     }
 }
 
+WeightSet::WeightSet(std::string path, std::deque<Tensor> tensors) : path_(std::move(path)), tensors_(std::move(tensors)) {
+    for (Tensor& t : tensors_) {
+        by_name_[t.name] = &t;
+        total_bytes_ += t.row_size() * static_cast<size_t>(t.n_rows());
+    }
+}
+
 Tensor* WeightSet::find(std::string_view name) {
     auto it = by_name_.find(std::string(name));
     return it == by_name_.end() ? nullptr : it->second;

@@ -40,6 +40,10 @@ struct LayerWeights {
 class WeightSet {
 public:
     explicit WeightSet(const gguf::File& f);
+    // A set of given tensors (views into another set's memory: a tensor-parallel rank's
+    // share, model/shard.h); `path` names the file in errors.
+    WeightSet(std::string path, std::deque<Tensor> tensors);
+    const std::string& path() const { return path_; }
     // The tensor, or nullptr when the file lacks it.
     Tensor* find(std::string_view name);
     // The tensor; error naming it (and the expected shape) when absent or misshapen.

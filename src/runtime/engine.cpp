@@ -129,6 +129,7 @@ struct Engine::Impl {
         ro.placement = opt.placement;
         ro.devices = opt.devices;
         ro.cpu_ops = opt.cpu_ops;
+        ro.tp = opt.tp;
         runner = std::make_unique<Runner>(m, ro);
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();

@@ -45,6 +45,7 @@ struct EngineOptions {
     Placement placement;       // empty: everything on the CPU
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
     std::vector<Op> cpu_ops;              // ops forced to the CPU
+    int tp = 1;                           // tensor-parallel ranks (RunnerOptions::tp)
     // Automatic prefix caching: KV pages of earlier and running sequences are shared by
     // token prefix (runtime/pages.h); a request computes only what is not cached. Models
     // with recurrent layers checkpoint their state at page boundaries for it.

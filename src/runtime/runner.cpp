@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "backend/registry.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "parallel/rank_threads.h"
+#include "parallel/thread_group.h"
 #include "tokenizer/vocab.h"
 
 namespace glia {
@@ -19,25 +22,55 @@ struct Runner::StepGraph {
 };
 
 Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std::move(opt)) {
-    const ModelProfile& p = model.profile();
+    exec_ = &model_;
+    comm_ = opt_.comm;
+    if (opt_.tp < 1) fail("tensor parallelism: -tp must be at least 1, not ", opt_.tp);
+    if (opt_.tp > 1) {
+        // Ranks as threads: each rank's shard (views of the one mapped file) and CPU backend.
+        if (!opt_.devices.empty() || opt_.placement.n_gpu_layers() > 0)
+            fail("tensor parallelism (-tp ", opt_.tp, ") runs its ranks on the CPU in this version; GPU ranks need the "
+                 "NCCL all-reduce on each GPU's stream, which has not been run yet. Use -tp without -ngl, or split the "
+                 "layers across GPUs (-sm layer)");
+        if (opt_.comm) fail("a Runner is either a whole tensor-parallel group (tp > 1) or one rank of one (comm)");
+        const int total = opt_.n_threads > 0 ? opt_.n_threads
+                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        for (int r = 0; r < opt_.tp; ++r) {
+            shards_.push_back(model_.shard(r, opt_.tp));
+            rank_cpus_.push_back(std::make_unique<cpu::CpuBackend>(std::max(1, total / opt_.tp)));
+        }
+        group_ = std::make_unique<ThreadGroup>(opt_.tp);
+        exec_ = shards_[0].get();
+        comm_ = &group_->comm(0);
+        opt_.cpu = rank_cpus_[0].get();
+    }
+    const ModelProfile& p = exec_->profile();
+    if (p.tp.world > 1 && (!comm_ || comm_->world() != p.tp.world || comm_->rank() != p.tp.rank))
+        fail("the model is rank ", p.tp.rank, " of a tensor-parallel group of ", p.tp.world,
+             comm_ ? cat(" but its communicator is rank ", comm_->rank(), " of ", comm_->world())
+                   : std::string(" but no communicator was given"));
     if (opt_.placement.devices.empty()) opt_.placement = Placement::all_cpu(p.n_layer);
     Placement& pl = opt_.placement;
     if (static_cast<int>(pl.layer.size()) != p.n_layer)
         fail("placement has ", pl.layer.size(), " layers, the model ", p.n_layer);
-    backends_.push_back(&cpu_backend(opt_.n_threads));
+    backends_.push_back(opt_.cpu ? opt_.cpu : &cpu_backend(opt_.n_threads));
     for (Backend* b : opt_.devices) backends_.push_back(b);
     if (pl.devices.size() != backends_.size())
         fail("placement names ", pl.devices.size(), " devices but ", backends_.size(), " backends are available",
              pl.devices.size() > backends_.size() ? " (this build has no backend for the accelerator)" : "");
     const int n_ctx = opt_.n_ctx > 0 ? opt_.n_ctx : (p.n_ctx_train > 0 ? p.n_ctx_train : 4096);
     if (opt_.n_slots <= 0) fail("the number of sequences must be at least 1");
-    pages_ = std::make_unique<PageTable>(n_ctx, opt_.block_size, opt_.n_slots);
-    pl.n_ctx = pages_->n_cells();
-    pl.n_seq = opt_.n_slots;
+    if (opt_.shared_pages) {
+        pt_ = opt_.shared_pages;
+    } else {
+        pages_ = std::make_unique<PageTable>(n_ctx, opt_.block_size, opt_.n_slots);
+        pt_ = pages_.get();
+    }
+    pl.n_ctx = pt_->n_cells();
+    pl.n_seq = pt_->n_slots();
 
     // Weights: the CPU reads every one in place (and is the fallback for any op); devices
     // prepare those the placement gives them.
-    const WeightSet& ws = model.weights();
+    const WeightSet& ws = exec_->weights();
     uint64_t upload_bytes = 0;  // what the devices copy (a progress bar on a terminal)
     for (const Tensor& w : ws.all())
         if (pl.device_of_tensor(w.name) != 0) upload_bytes += w.nbytes();
@@ -78,6 +111,32 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
         backends_, [this](const Tensor& t, const Node& n) { return tensor_device(t, n); }, dopt);
     place_state();
     for (size_t d = 1; d < backends_.size(); ++d) backends_[d]->load_done();
+    if (opt_.tp > 1) start_ranks();
+}
+
+// Ranks 1.. of a tensor-parallel group: Runners of their shards that share this one's
+// page table (one scheduler for the group) and run on their own CPU backends.
+void Runner::start_ranks() {
+    for (int r = 1; r < opt_.tp; ++r) {
+        RunnerOptions ro;
+        ro.n_ctx = opt_.n_ctx;
+        ro.n_slots = opt_.n_slots;
+        ro.block_size = opt_.block_size;
+        ro.n_threads = opt_.n_threads;
+        ro.cpu_ops = opt_.cpu_ops;
+        ro.max_plans = opt_.max_plans;
+        ro.comm = &group_->comm(r);
+        ro.shared_pages = pt_;
+        ro.cpu = rank_cpus_[r].get();
+        peers_.push_back(std::make_unique<Runner>(*shards_[r], std::move(ro)));
+    }
+    rank_threads_ = std::make_unique<RankThreads>(opt_.tp);
+}
+
+size_t Runner::state_bytes() const {
+    size_t n = state_bytes_;
+    for (const auto& r : peers_) n += r->state_bytes();
+    return n;
 }
 
 Runner::~Runner() {
@@ -104,8 +163,8 @@ int Runner::tensor_device(const Tensor& t, const Node& n) const {
 // run the layer's stateful op (or the op is forced to the CPU): then on the CPU, and the
 // op runs there. Decided once, from a one-token graph, before any memory is allocated.
 void Runner::place_state() {
-    const ModelProfile& p = model_.profile();
-    const int n_cells = pages_->n_cells(), n_slots = pages_->n_slots();
+    const ModelProfile& p = exec_->profile();
+    const int n_cells = pt_->n_cells(), n_slots = pt_->n_slots();
     state_.assign(p.n_layer, {});
     state_dev_.assign(p.n_layer, -1);
     auto state_tensor = [&](DType type, int64_t ne0, int64_t ne1, const std::string& name) {
@@ -137,10 +196,11 @@ void Runner::place_state() {
         f.pos = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_pos");
         f.seq = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_seq");
         f.cells = probe.g.new_input(DType::I32, 1, 1, 1, 1, "inp_cells");
-        f.pages = &pages_->tensor();
-        f.block_size = pages_->block_size();
+        f.pages = &pt_->tensor();
+        f.block_size = pt_->block_size();
         f.state = &state_;
-        model_.forward(probe.g, f);
+        f.comm = comm_;
+        exec_->forward(probe.g, f);
     }
     // A layer's state may be written by several ops (a recurrent block's convs and state
     // matrices): it stays on the layer's device only if that device runs all of them.
@@ -168,9 +228,10 @@ void Runner::place_state() {
 }
 
 void Runner::reset_slot(int slot) {
-    pages_->release(slot);
+    if (pages_) pages_->release(slot);  // the ranks of a group share the first rank's table
     for (size_t il = 0; il < state_.size(); ++il)
         if (Tensor* c = state_[il].conv) backends_[state_dev_[il]]->zero(c->row(slot), c->nb[1]);
+    for (auto& r : peers_) r->reset_slot(slot);
 }
 
 size_t Runner::slot_state_bytes() const {
@@ -219,14 +280,14 @@ void Runner::load_slot_state(int slot, const std::vector<uint8_t>& in) {
 void Runner::validate(const StepInputs& in) const {
     const ModelProfile& p = model_.profile();
     if (in.n_tokens <= 0) fail("a step needs at least one token");
-    const int n_slots = pages_->n_slots();
+    const int n_slots = pt_->n_slots();
     for (int t = 0; t < in.n_tokens; ++t) {
         const int32_t tok = in.tokens[t];
         if (tok < 0 || tok >= p.n_vocab) fail("token id ", tok, " is outside the vocabulary (", p.n_vocab, " tokens)");
         const int s = in.seq ? in.seq[t] : 0;
         if (s < 0 || s >= n_slots) fail("sequence slot ", s, " outside the ", n_slots, " slots");
-        if (in.pos[t] < 0 || in.pos[t] >= pages_->capacity(s))
-            fail("position ", in.pos[t], " of sequence ", s, " is outside its reserved ", pages_->capacity(s),
+        if (in.pos[t] < 0 || in.pos[t] >= pt_->capacity(s))
+            fail("position ", in.pos[t], " of sequence ", s, " is outside its reserved ", pt_->capacity(s),
                  " cache cells");
     }
     for (int i = 0; in.out_ids && i < in.n_out; ++i)
@@ -247,18 +308,19 @@ void Runner::validate(const StepInputs& in) const {
 int Runner::n_embd() const { return model_.profile().n_embd; }
 
 void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden, bool ids) {
-    const ModelProfile& p = model_.profile();
+    const ModelProfile& p = exec_->profile();
     Graph& g = sg.g;
     ForwardInputs& f = sg.fin;
     f.tokens = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_tokens");
     f.pos = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_pos");
     f.seq = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_seq");
     f.cells = g.new_input(DType::I32, n_tokens, 1, 1, 1, "inp_cells");
-    f.pages = &pages_->tensor();
+    f.pages = &pt_->tensor();
     if (n_out > 0) f.out_ids = g.new_input(DType::I32, n_out, 1, 1, 1, "out_ids");
     f.all_logits = all_logits;
-    f.block_size = pages_->block_size();
+    f.block_size = pt_->block_size();
     f.state = &state_;
+    f.comm = comm_;
     sg.forced.assign(p.n_layer, nullptr);
     if (forced) {
         for (int il = 0; il < p.n_layer; ++il)
@@ -267,7 +329,7 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
                                             "forced_experts-" + std::to_string(il));
         f.forced_experts = sg.forced;
     }
-    Tensor* out = model_.forward(g, f);
+    Tensor* out = exec_->forward(g, f);
     if (hidden) {
         // The LM head is the last matmul by the output matrix; its input is the final
         // hidden state (a softcap or other op after the head does not matter here).
@@ -312,6 +374,22 @@ const int32_t* Runner::forward_ids(const StepInputs& in) {
 
 const Tensor& Runner::run(const StepInputs& in, bool ids) {
     validate(in);
+    if (peers_.empty()) return run_step(in, ids);
+    // Every rank runs the same step at once; a failing rank stops the others' collectives.
+    const Tensor* out = nullptr;
+    rank_threads_->run([&](int r) {
+        try {
+            if (r == 0) out = &run_step(in, ids);
+            else peers_[size_t(r) - 1]->run_step(in, ids);
+        } catch (const std::exception& e) {
+            group_->abort(cat("rank ", r, " failed: ", e.what()));
+            throw;
+        }
+    });
+    return *out;
+}
+
+const Tensor& Runner::run_step(const StepInputs& in, bool ids) {
     const int T = in.n_tokens;
     const int n_out = in.out_ids ? in.n_out : (in.all_logits ? T : 1);
     StepGraph& sg = graph_for(in, n_out, ids);
@@ -322,7 +400,7 @@ const Tensor& Runner::run(const StepInputs& in, bool ids) {
     int32_t* cells = f.cells->ptr<int32_t>();
     for (int t = 0; t < T; ++t) {
         seq[t] = in.seq ? in.seq[t] : 0;
-        cells[t] = pages_->cell(seq[t], in.pos[t]);
+        cells[t] = pt_->cell(seq[t], in.pos[t]);
     }
     if (in.out_ids) std::memcpy(f.out_ids->data, in.out_ids, sizeof(int32_t) * n_out);
     const int n_used = model_.profile().n_expert_used;

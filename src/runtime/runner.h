@@ -20,6 +20,9 @@
 
 namespace glia {
 
+class RankThreads;
+class ThreadGroup;
+
 inline constexpr int kKvBlockSize = 16;  // cells per KV page, for every runtime user
 
 struct RunnerOptions {
@@ -34,6 +37,18 @@ struct RunnerOptions {
     std::vector<Op> cpu_ops;  // forced to the CPU (in addition to $GLIA_CPU_OPS)
     bool verbose = false;     // describe each new plan (glia run -v)
     size_t max_plans = 64;    // compiled step shapes kept (least recently used dropped)
+    // Tensor parallelism (model/shard.h): the model split by heads into `tp` ranks that
+    // run at once on threads of this process, each on its own CPU backend with
+    // n_threads / tp threads, summing their parts through a ThreadGroup. CPU placements
+    // only: GPU ranks need the NCCL communicator on each GPU's stream (not run yet).
+    int tp = 1;
+    // One rank of a group whose other ranks run elsewhere (other processes): the model
+    // given is this rank's shard (Model::shard) and `comm` its communicator.
+    Communicator* comm = nullptr;
+    // Set by a tensor-parallel Runner for its other ranks: the page table they share and
+    // each rank's own CPU backend.
+    PageTable* shared_pages = nullptr;
+    Backend* cpu = nullptr;
 };
 
 // One step: tokens of one or more sequences (slots), in order within each sequence.
@@ -60,10 +75,12 @@ public:
     Runner& operator=(const Runner&) = delete;
 
     const Model& model() const { return model_; }
-    PageTable& pages() { return *pages_; }
-    const PageTable& pages() const { return *pages_; }
-    int n_ctx() const { return pages_->n_cells(); }
-    int n_slots() const { return pages_->n_slots(); }
+    PageTable& pages() { return *pt_; }
+    const PageTable& pages() const { return *pt_; }
+    int n_ctx() const { return pt_->n_cells(); }
+    int n_slots() const { return pt_->n_slots(); }
+    // Tensor-parallel ranks run by this Runner (1: none).
+    int tp() const { return 1 + static_cast<int>(peers_.size()); }
     // Frees a slot's pages and zeroes its recurrent state (a new sequence starts there).
     void reset_slot(int slot);
 
@@ -88,7 +105,7 @@ public:
     const Placement& placement() const { return opt_.placement; }
     // The device index (into the placement) of a layer's state; -1: the layer has none.
     int state_device(int il) const { return state_dev_[il]; }
-    size_t state_bytes() const { return state_bytes_; }
+    size_t state_bytes() const;  // every rank's
     // Debug dumps of every node to `out` (before the first forward).
     void set_debug(FILE* out) { dispatcher_->set_debug(out); }
 
@@ -100,13 +117,23 @@ private:
     void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden, bool ids);
     const Tensor& run(const StepInputs& in, bool ids);
     void validate(const StepInputs& in) const;
+    const Tensor& run_step(const StepInputs& in, bool ids);  // one rank's forward, inputs checked
+    void start_ranks();
     void place_state();
     int tensor_device(const Tensor& t, const Node& n) const;
 
     const Model& model_;
     RunnerOptions opt_;
+    // Tensor parallelism: the model this rank's graphs are built from (model_ itself, or
+    // rank 0's shard), the other ranks' shards, CPU backends and Runners.
+    const Model* exec_ = nullptr;
+    std::vector<std::unique_ptr<Model>> shards_;               // [r]: rank r's (tp > 1)
+    std::vector<std::unique_ptr<Backend>> rank_cpus_;          // [r]: rank r's CPU backend
+    std::unique_ptr<ThreadGroup> group_;
+    Communicator* comm_ = nullptr;
     std::vector<Backend*> backends_;  // [0] CPU, then opt_.devices
     std::unique_ptr<PageTable> pages_;
+    PageTable* pt_ = nullptr;         // pages_, or the group's shared table
     std::deque<Tensor> state_tensors_;
     std::vector<LayerState> state_;
     std::vector<int> state_dev_;
@@ -119,6 +146,8 @@ private:
     std::map<ShapeKey, std::unique_ptr<StepGraph>> plans_;
     uint64_t use_clock_ = 0;
     int last_n_out_ = 0;
+    std::vector<std::unique_ptr<Runner>> peers_;  // ranks 1.. (tp > 1)
+    std::unique_ptr<RankThreads> rank_threads_;
 };
 
 }  // namespace glia

@@ -19,6 +19,7 @@ Session::Session(const Model& model, const SessionOptions& opt) : model_(model) 
     ro.devices = opt.devices;
     ro.cpu_ops = opt.cpu_ops;
     ro.verbose = opt.verbose;
+    ro.tp = opt.tp;
     runner_ = std::make_unique<Runner>(model, ro);
 }
 

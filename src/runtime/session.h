@@ -17,6 +17,7 @@ struct SessionOptions {
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
     std::vector<Op> cpu_ops;        // forced to the CPU
     bool verbose = false;           // describe the dispatch plans (glia run -v)
+    int tp = 1;                     // tensor-parallel ranks (RunnerOptions::tp)
 };
 
 class Session {

@@ -19,6 +19,7 @@
 #include "placement/estimates.h"
 #include "placement/placement.h"
 #include "placement/report.h"
+#include "placement/tensor_parallel.h"
 #include "quant/mix.h"
 #include "synth/synth.h"
 
@@ -80,6 +81,50 @@ void print_text(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb
     for (const std::string& n : pl.notes) std::printf("note:        %s\n", n.c_str());
 }
 
+void print_tp(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb, const TpPlan& tp) {
+    std::printf("model:       %s (%s, %d layers, %s of weights)\n", f.path().c_str(), p.arch.c_str(), p.n_layer,
+                format_bytes(mb.total_weights()).c_str());
+    std::printf("context:     %d tokens\n", tp.n_ctx);
+    std::printf("split:       tensor parallel, %d ranks: %s\n", tp.world, describe_split(p, tp.ranks[0]).c_str());
+    std::printf("             attn_output and ffn_down split along K, then an all-reduce per block output; "
+                "embeddings and norms replicated\n");
+    std::printf("\n%-12s %12s %12s %12s %12s %12s %12s\n", "rank", "memory", "weights", "KV", "state", "scratch",
+                "total");
+    for (int r = 0; r < tp.world; ++r) {
+        const DeviceUsage& u = tp.usage[size_t(r)];
+        const DeviceSpec& d = tp.devices[size_t(r)];
+        const std::string mem = d.memory_bytes ? format_bytes(d.memory_bytes) : "host";
+        std::printf("%-12s %12s %12s %12s %12s %12s %12s\n", d.name.c_str(), mem.c_str(), format_bytes(u.weights).c_str(),
+                    format_bytes(u.kv).c_str(), format_bytes(u.state).c_str(), format_bytes(u.scratch).c_str(),
+                    format_bytes(u.total()).c_str());
+    }
+    if (tp.devices[0].kind != Device::CPU)
+        std::printf("\nnote:        GPU ranks need the NCCL path, which has not been run yet: the runtime refuses "
+                    "-tp with GPUs in this version\n");
+}
+
+std::string tp_json(const ModelProfile& p, const TpPlan& tp) {
+    json::Writer w;
+    w.begin_object().key("world").value(tp.world).key("n_ctx").value(tp.n_ctx)
+        .key("split").value(describe_split(p, tp.ranks[0]))
+        .key("lm_head_split").value(tp.ranks[0].tp.lm_head_split);
+    w.key("ranks").begin_array();
+    for (int r = 0; r < tp.world; ++r) {
+        const ModelProfile& rp = tp.ranks[size_t(r)];
+        const DeviceUsage& u = tp.usage[size_t(r)];
+        w.begin_object().key("rank").value(r).key("device").value(tp.devices[size_t(r)].name)
+            .key("memory_bytes").value(uint64_t(tp.devices[size_t(r)].memory_bytes))
+            .key("n_head").value(rp.n_head).key("n_head_kv").value(rp.n_head_kv_max())
+            .key("n_ff").value(rp.n_ff.empty() ? 0 : rp.n_ff[0]).key("n_ff_expert").value(rp.n_ff_expert)
+            .key("vocab_rows").value(rp.n_vocab_local())
+            .key("weights").value(uint64_t(u.weights)).key("kv").value(uint64_t(u.kv))
+            .key("state").value(uint64_t(u.state)).key("scratch").value(uint64_t(u.scratch))
+            .key("total").value(uint64_t(u.total())).end_object();
+    }
+    w.end_array().end_object();
+    return w.str();
+}
+
 std::string model_json(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb) {
     json::Writer w;
     w.begin_object()
@@ -97,8 +142,11 @@ std::string model_json(const gguf::File& f, const ModelProfile& p, const ModelBy
 
 int cmd_plan(const std::vector<std::string>& argv) {
     Args a("plan", "MODEL [-ngl N] [--cpu-moe] [--gpu-mem 24G[,24G]] [-c N] [--min-ctx N] [--parallel N] [--json]\n"
+                   "       glia plan MODEL -tp N [--gpu-mem 80G,80G] [-c N] [--json]\n"
                    "       glia plan --shape NAME [--type TYPE] [options]\n\n"
                    "Where each layer, weight and state would go, bytes per device, and whether it fits.\n"
+                   "Several GPUs: --gpu-mem with one size per GPU splits the layers across them (in proportion\n"
+                   "to their memory); -tp N splits every layer's heads and FFN across N ranks instead.\n"
                    "Exit codes: 0 planned, 1 bad input, 3 no legal plan (reason and remedy on stderr).");
     a.opt("-m,--model", "FILE", "the GGUF file (or give it as the first argument)")
         .opt("-ngl,--gpu-layers", "N", "layers on the GPU(s), the last N (leave out: as many as fit)")
@@ -108,6 +156,8 @@ int cmd_plan(const std::vector<std::string>& argv) {
         .opt("--min-ctx", "N", "the fit may shrink the context down to N tokens (0 = never shrink)", "0")
         .opt("-np,--parallel", "N", "sequences served at once (recurrent state slots)", "1")
         .opt("-b,--batch-size", "N", "tokens per step, for the scratch estimate", "512")
+        .opt("-tp,--tensor-parallel", "N", "plan N tensor-parallel ranks: each rank's share of the heads and FFN "
+                                           "and its bytes (one GPU per rank with --gpu-mem, else CPU ranks)", "1")
         .opt("--shape", "NAME", "plan a synth shape instead of a file (see 'glia synth --list-shapes')")
         .opt("--type", "TYPE", "with --shape: tensor type or mix: " + quant::file_type_names(), "F16")
         .opt("--vocab-from", "FILE", "with --shape: take the vocabulary size from this GGUF")
@@ -130,6 +180,33 @@ int cmd_plan(const std::vector<std::string>& argv) {
     const std::unique_ptr<gguf::File> f = open_model(a);
     const ModelProfile p = derive_profile(*f);
     const ModelBytes mb = measure_model(p, *f);
+    const int tp_world = int_option(a, "-tp", 1, 256);
+    if (tp_world > 1) {
+        if (a.has("-ngl") || a.has("--cpu-moe")) fail("-tp plans ranks that each hold a share of every layer: "
+                                                       "-ngl and --cpu-moe do not apply");
+        TpPlan tp;
+        try {
+            tp = plan_tensor_parallel(p, *f, tp_world, req);
+        } catch (const PlanError& e) {
+            if (json) {
+                json::Writer w;
+                w.begin_object().key("model").raw(model_json(*f, p, mb)).key("decision").value("refused")
+                    .key("reason").value(e.what()).end_object();
+                std::printf("%s\n", w.str().c_str());
+            }
+            std::fprintf(stderr, "glia plan: refused: %s\n", e.what());
+            return kExitRefused;
+        }
+        if (json) {
+            json::Writer w;
+            w.begin_object().key("model").raw(model_json(*f, p, mb)).key("decision").value("fit")
+                .key("tensor_parallel").raw(tp_json(p, tp)).end_object();
+            std::printf("%s\n", w.str().c_str());
+        } else {
+            print_tp(*f, p, mb, tp);
+        }
+        return 0;
+    }
     Placement pl;
     try {
         pl = plan_placement(p, *f, req);

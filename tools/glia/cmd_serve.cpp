@@ -49,10 +49,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .opt("--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (also $GLIA_API_KEY)")
         .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
         .opt("-t,--threads", "N", "CPU threads, 0..1024 (0 = all cores)", "0")
-        .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
-        .opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend)", "0")
-        .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory")
-        .opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
+        .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope");
+    add_device_options(a);  // -ngl, --cpu-moe, -tp, --devices, -sm, --rank/--world/--coordinator
+    a.opt("-c,--ctx-size", "N", "KV-cache capacity in tokens, shared by all sequences; also the most one request "
                                    "(prompt + max_tokens) may use", "4096")
         .opt("-np,--parallel", "N", "sequences decoded together at most", "4")
         .opt("--max-queue", "N", "requests waiting beyond the running ones (503 beyond)", "64")

@@ -4,6 +4,7 @@
 #include "dispatch/dispatcher.h"
 #include "gguf/gguf.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "core/f16.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "parallel/bootstrap.h"
 #include "tokenizer/vocab.h"
 
 namespace glia::cli {
@@ -193,7 +195,16 @@ void add_runtime_options(Args& a) {
 void add_device_options(Args& a) {
     a.opt("-ngl,--gpu-layers", "N", "layers on the GPU: 0 none, more than the model has: all (the CUDA backend; "
                                     "default 0, or all with GLIA_DEVICE=cuda)", "0")
-        .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory");
+        .flag("--cpu-moe", "with -ngl: keep the MoE expert tensors in host memory")
+        .opt("-tp,--tensor-parallel", "N", "split the model by heads into N ranks that run at once and sum their "
+                                           "parts (CPU ranks as threads, n_threads / N each; see 'glia plan -tp N')", "1")
+        .opt("--devices", "LIST", "with -ngl: the GPUs to use, e.g. 0,1 (default: every GPU present)")
+        .opt("-sm,--split-mode", "MODE", "with several --devices: layer (each GPU runs a range of layers) or tensor "
+                                         "(heads split across the GPUs: needs NCCL, not available yet)", "layer")
+        .opt("--rank", "R", "one process of a group of several (with --world, --coordinator): needs NCCL on GPUs, "
+                            "not available yet")
+        .opt("--world", "W", "processes in the group (with --rank)")
+        .opt("--coordinator", "HOST:PORT", "where rank 0 listens and hands the other ranks the group's NCCL id");
 }
 
 #if GLIA_HAVE_CUDA
@@ -218,17 +229,89 @@ long long gpu_layers_option(const Args& a) {
     return 0;
 }
 
+#if GLIA_HAVE_NCCL
+constexpr bool kBuiltWithNccl = true;
+#else
+constexpr bool kBuiltWithNccl = false;
+#endif
+
+namespace {
+
+// The GPUs --devices names (every one present without it).
+std::vector<int> devices_option(const Args& a) {
+    const int n = cuda_device_count();
+    std::vector<int> out;
+    if (!a.has("--devices")) {
+        for (int i = 0; i < n; ++i) out.push_back(i);
+        return out;
+    }
+    const std::string list = a.str("--devices");
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string item = list.substr(pos, comma - pos);
+        char* end = nullptr;
+        const long v = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 0) fail("--devices '", list, "': '", item, "' is not a GPU number");
+        if (v >= n)
+            fail("--devices '", list, "': GPU ", v, " is not there (", n, " usable CUDA device", n == 1 ? "" : "s",
+                 kBuiltWithCuda ? ")" : "; this build has no CUDA backend)");
+        if (std::find(out.begin(), out.end(), int(v)) != out.end()) fail("--devices '", list, "' names GPU ", v, " twice");
+        out.push_back(int(v));
+        pos = comma + 1;
+    }
+    return out;
+}
+
+// --rank/--world/--coordinator: checked, then refused honestly (see the message).
+void check_multiprocess(const Args& a) {
+    const bool any = a.has("--rank") || a.has("--world") || a.has("--coordinator");
+    if (!any) return;
+    if (!(a.has("--rank") && a.has("--world") && a.has("--coordinator")))
+        fail("--rank, --world and --coordinator go together (e.g. --rank 1 --world 2 --coordinator 10.0.0.1:29500)");
+    const long long world = a.integer("--world", 1, 1024);
+    a.integer("--rank", 0, world - 1);
+    parse_coordinator(a.str("--coordinator"));
+    fail("several processes (--rank/--world/--coordinator) run their ranks on GPUs through NCCL, which ",
+         kBuiltWithNccl ? "this build compiles (and whose bootstrap is tested) but which has not been run on a "
+                          "multi-GPU machine yet"
+                        : "this build does not have (no nccl.h / libnccl next to the CUDA toolkit)",
+         ": not available in this version. In one process, -tp N splits the model across CPU ranks");
+}
+
+}  // namespace
+
 DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq) {
     DeviceChoice c;
+    check_multiprocess(a);
+    c.tp = static_cast<int>(a.integer("-tp", 1, 256));
+    const std::string sm = a.str("-sm");
+    if (sm != "layer" && sm != "tensor") fail("-sm '", sm, "': layer or tensor");
     const long long ngl = gpu_layers_option(a);
+    if (sm == "tensor")
+        fail("-sm tensor (the heads split across GPUs) needs the NCCL all-reduce on each GPU's stream, which has not "
+             "been run on a multi-GPU machine yet: not available in this version. Use -sm layer (each GPU runs a "
+             "range of layers), or -tp N for CPU ranks");
+    if (c.tp > 1 && ngl > 0)
+        fail("-tp ", c.tp, " runs its ranks on the CPU in this version (GPU ranks need the NCCL path, not run yet); "
+             "leave out -ngl", std::getenv("GLIA_DEVICE") ? " and GLIA_DEVICE" : "",
+             ", or split the layers across GPUs with --devices 0,1 -sm layer");
+    if (c.tp > 1) m.shard(0, c.tp);  // refuse an unsplittable model before anything is allocated
+    if (a.has("--devices") && ngl == 0) fail("--devices goes with -ngl (layers on the GPUs)");
+    const std::vector<int> gpus = ngl == 0 ? std::vector<int>{} : devices_option(a);
     if (ngl == 0) return c;
     PlanRequest req;
     req.n_gpu_layers = static_cast<int>(ngl);
     req.cpu_moe = a.has("--cpu-moe");
     req.n_ctx = n_ctx;
     req.n_seq = n_seq;
-    for (int i = 0; i < cuda_device_count(); ++i) req.gpu_mem.push_back(cuda_free_memory(i) / 100 * 95);
+    for (int g : gpus) req.gpu_mem.push_back(cuda_free_memory(g) / 100 * 95);
     c.placement = plan_placement(m.profile(), m.file(), req);
+    // The planner numbers the GPUs it was given; name them as the machine does.
+    for (size_t d = 1; d < c.placement.devices.size(); ++d) {
+        c.placement.devices[d].ordinal = gpus[d - 1];
+        c.placement.devices[d].name = cat("cuda:", gpus[d - 1]);
+    }
     for (const std::string& note : c.placement.notes) std::fprintf(stderr, "glia: %s\n", note.c_str());
     for (size_t d = 1; d < c.placement.devices.size(); ++d)
         c.devices.push_back(&cuda_backend(c.placement.devices[d].ordinal));

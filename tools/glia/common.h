@@ -29,7 +29,8 @@ void add_sampling_options(Args& a);
 SamplerParams sampling_params(const Args& a);
 // Declares -t/--threads, -c/--ctx-size and --cpu-ops.
 void add_runtime_options(Args& a);
-// Declares -ngl/--gpu-layers and --cpu-moe.
+// Declares -ngl/--gpu-layers, --cpu-moe, and the several-device options: -tp N,
+// --devices LIST, -sm layer|tensor, --rank/--world/--coordinator.
 void add_device_options(Args& a);
 // -ngl as given, else all layers when $GLIA_DEVICE is cuda, else 0.
 long long gpu_layers_option(const Args& a);
@@ -39,6 +40,7 @@ long long gpu_layers_option(const Args& a);
 struct DeviceChoice {
     Placement placement;            // empty devices: all on the CPU
     std::vector<Backend*> devices;  // for placement.devices[1..]
+    int tp = 1;                     // tensor-parallel ranks (threads on the CPU)
 };
 DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq = 1);
 // The same, written into a SessionOptions or EngineOptions (placement, devices).
@@ -47,6 +49,7 @@ void use_devices(const Args& a, const Model& m, int n_ctx, int n_seq, Options& o
     DeviceChoice dc = device_choice(a, m, n_ctx, n_seq);
     o.placement = std::move(dc.placement);
     o.devices = std::move(dc.devices);
+    o.tp = dc.tp;
 }
 // The --cpu-ops list (error naming an unknown op).
 std::vector<Op> cpu_ops_option(const Args& a);

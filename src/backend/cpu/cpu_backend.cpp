@@ -65,6 +65,8 @@ bool CpuBackend::supports(const Node& n) const {
         case Op::MOE_EXPERTS_GLU:
             return n.p<GluParams>().kind != GluKind::GEGLU && is(s[MoeExpertsArg::X], DType::F32) &&
                    has_dot(s[MoeExpertsArg::GATE]) && has_dot(s[MoeExpertsArg::UP]) && has_dot(s[MoeExpertsArg::DOWN]);
+        case Op::ALL_REDUCE: case Op::ALL_GATHER:
+            return is(s[0], DType::F32) && s[0]->is_contiguous() && n.p<CollectiveParams>().comm;
         case Op::NONE: case Op::COUNT: break;
     }
     return false;
@@ -161,6 +163,8 @@ void CpuBackend::run(const Node& n) {
         case Op::SITU: op_situ(n, pool_); break;
         case Op::MOE_GATHER_WEIGHTS: op_moe_gather_weights(n, pool_); break;
         case Op::MOE_EXPERTS_GLU: op_moe_experts_glu(n, pool_); break;
+        case Op::ALL_REDUCE: op_all_reduce(n); break;
+        case Op::ALL_GATHER: op_all_gather(n); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");
     }
 }

@@ -96,6 +96,8 @@ void op_situ(const Node& n, ThreadPool& pool);
 void op_moe_experts_glu(const Node& n, ThreadPool& pool);
 void op_moe_gather_weights(const Node& n, ThreadPool& pool);
 void op_matmul_heads(const Node& n, ThreadPool& pool);
+void op_all_reduce(const Node& n);  // ALL_REDUCE, ALL_GATHER: through the node's communicator
+void op_all_gather(const Node& n);
 // beta tanh(g / beta) sigmoid(g) * linear_beta tanh(u / linear_beta), as the reference rounds it.
 float situ_value(float g, float u, float beta, float linear_beta);
 

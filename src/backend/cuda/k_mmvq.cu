@@ -343,7 +343,7 @@ __device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
 }
 
 constexpr int kXRow = 68;   // words per staged token row (256 bytes + 16 of padding)
-constexpr int kXsRow = 17;  // ints per staged token's 16-value sums (16 + 1 of padding)
+constexpr int kXsRow = 20;  // ints per staged token's 16-value sums (16 + 4 of padding: 16-byte rows)
 
 struct MmqTile {
     const uint32_t* w;   // the warp's packed group in shared memory
@@ -357,6 +357,16 @@ struct MmqTile {
 
 __device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
     return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
+}
+
+// A staged token's sixteen 16-value sums, four 16-byte loads.
+__device__ __forceinline__ void token_sums(const MmqTile& t, int tk, int (&s)[16]) {
+    const int4* p = reinterpret_cast<const int4*>(t.xs + tk * kXsRow);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int4 v = p[q];
+        s[4 * q] = v.x, s[4 * q + 1] = v.y, s[4 * q + 2] = v.z, s[4 * q + 3] = v.w;
+    }
 }
 
 template <DType D> struct Mq;
@@ -394,16 +404,27 @@ template <> struct Mq<DType::Q4_K> {
         }
         const float d[2] = {h2f(uint16_t(ra[0] & 0xffffu)), h2f(uint16_t(rb[0] & 0xffffu))};
         const float dmin[2] = {h2f(uint16_t(ra[0] >> 16)), h2f(uint16_t(rb[0] >> 16))};
+        // imx per output: the token's 32-value sums (loaded once per token, vectorised)
+        // weighted by the row's mins; exact integers, so the order is free.
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                const int* xs = t.xs + tk * kXsRow;
-                int imx = 0;
+            for (int c = 0; c < 2; ++c) {
+                const int tk = nt * 8 + t.tig * 2 + c;
+                int xs[16];
+                token_sums(t, tk, xs);
+                int imx[2] = {0, 0};
 #pragma unroll
-                for (int s = 0; s < 8; ++s) imx += mn[i >> 1][s] * (xs[2 * s] + xs[2 * s + 1]);
-                seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], imx));
+                for (int s = 0; s < 8; ++s) {
+                    const int s32 = xs[2 * s] + xs[2 * s + 1];
+                    imx[0] += mn[0][s] * s32;
+                    imx[1] += mn[1][s] * s32;
+                }
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int i = 2 * h + c;
+                    seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[h], dmin[h], isc[nt][i], imx[h]));
+                }
             }
     }
 };
@@ -439,14 +460,31 @@ template <> struct Mq<DType::Q6_K> {
                     mma_k16(ra, a0, a1, xr[0]);
                     mma_k16(rb, a2, a3, xr[4]);
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                        comb[nt][i] += sc_a[i >> 1] * (ra[i] - 32 * t.xs[tk * kXsRow + 2 * s]) +
-                                       sc_b[i >> 1] * (rb[i] - 32 * t.xs[tk * kXsRow + 2 * s + 1]);
-                    }
+                    for (int i = 0; i < 4; ++i) comb[nt][i] += sc_a[i >> 1] * ra[i] + sc_b[i >> 1] * rb[i];
                 }
             }
         }
+        // The -32 offset of every 6-bit value: 32 * (the row's 16 scales . the token's 16
+        // sums), subtracted once per output (exact integers: the same comb as per group).
+        int scl[2][16];
+#pragma unroll
+        for (int g = 0; g < 16; ++g) scl[0][g] = int(int8_t(rbyte(sa, g))), scl[1][g] = int(int8_t(rbyte(sb, g)));
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int tk = nt * 8 + t.tig * 2 + c;
+                int xs[16];
+                token_sums(t, tk, xs);
+                int off[2] = {0, 0};
+#pragma unroll
+                for (int g = 0; g < 16; ++g) {
+                    off[0] += scl[0][g] * xs[g];
+                    off[1] += scl[1][g] * xs[g];
+                }
+                comb[nt][c] -= 32 * off[0];
+                comb[nt][2 + c] -= 32 * off[1];
+            }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -560,12 +598,15 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
             cp_async4(xdsm + idx, ok ? xd + (int64_t(t0 + tok) * (K / 256) + j) * NS + idx % NS : xd, ok);
         }
         int* xssm = reinterpret_cast<int*>(st + St::kW + St::kSide + St::kX + St::kXd);
-        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
-            const int tok = idx >> 4;
-            const bool ok = t0 + tok < T;
-            cp_async4(xssm + tok * kXsRow + (idx & 15), ok ? xs + int64_t(t0 + tok) * (K / 16) + j * 16 + (idx & 15) : xs,
-                      ok);
-        }
+        if (D != DType::Q8_0)  // Q8_0 has no use for the sums
+            for (int idx = threadIdx.x; idx < 64 * 4; idx += blockDim.x) {
+                const int tok = idx >> 2, q = idx & 3;
+                const bool ok = t0 + tok < T;
+                cp_async16(xssm + tok * kXsRow + 4 * q,
+                           ok ? reinterpret_cast<const int4*>(xs + int64_t(t0 + tok) * (K / 16) + j * 16) + q
+                              : reinterpret_cast<const int4*>(xs),
+                           ok);
+            }
     };
 
     float seg[8][4], tot[8][4];
