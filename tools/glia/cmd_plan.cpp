@@ -180,6 +180,17 @@ int cmd_plan(const std::vector<std::string>& argv) {
     const std::unique_ptr<gguf::File> f = open_model(a);
     const ModelProfile p = derive_profile(*f);
     const ModelBytes mb = measure_model(p, *f);
+    // A refused plan: the reason on stderr (and as JSON with --json), exit 3.
+    auto refused = [&](const PlanError& e) {
+        if (json) {
+            json::Writer w;
+            w.begin_object().key("model").raw(model_json(*f, p, mb)).key("decision").value("refused")
+                .key("reason").value(e.what()).end_object();
+            std::printf("%s\n", w.str().c_str());
+        }
+        std::fprintf(stderr, "glia plan: refused: %s\n", e.what());
+        return kExitRefused;
+    };
     const int tp_world = int_option(a, "-tp", 1, 256);
     if (tp_world > 1) {
         if (a.has("-ngl") || a.has("--cpu-moe")) fail("-tp plans ranks that each hold a share of every layer: "
@@ -188,14 +199,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
         try {
             tp = plan_tensor_parallel(p, *f, tp_world, req);
         } catch (const PlanError& e) {
-            if (json) {
-                json::Writer w;
-                w.begin_object().key("model").raw(model_json(*f, p, mb)).key("decision").value("refused")
-                    .key("reason").value(e.what()).end_object();
-                std::printf("%s\n", w.str().c_str());
-            }
-            std::fprintf(stderr, "glia plan: refused: %s\n", e.what());
-            return kExitRefused;
+            return refused(e);
         }
         if (json) {
             json::Writer w;
@@ -211,14 +215,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     try {
         pl = plan_placement(p, *f, req);
     } catch (const PlanError& e) {
-        if (json) {
-            json::Writer w;
-            w.begin_object().key("model").raw(model_json(*f, p, mb)).key("decision").value("refused")
-                .key("reason").value(e.what()).end_object();
-            std::printf("%s\n", w.str().c_str());
-        }
-        std::fprintf(stderr, "glia plan: refused: %s\n", e.what());
-        return kExitRefused;
+        return refused(e);
     }
     if (json) {
         json::Writer w;
