@@ -542,14 +542,17 @@ struct MmqStage {
 };
 
 // grid (64-row tiles of every matrix in ms, 64-token tiles, K segments); ms.gstart counts
-// 64-row tiles. Block z sums segment z alone; with several segments it writes its sums to
-// part (segment-major, [seg][T][N] per matrix at poff[m]) for mmq_reduce_kernel to add in
-// order, the dp4a kernel's order. Two stages: the copies of superblock j + 1 are in
-// flight while superblock j is computed.
+// 64-row tiles. Block z sums segments z * seg_per_block onwards: with one segment a block
+// (grids too small to fill the GPU otherwise) and several segments in all, it writes its
+// sums to part (segment-major, [seg][T][N] per matrix at poff[m]) for mmq_reduce_kernel to
+// add in order, the dp4a kernel's order; with every segment in one block (grid z = 1) it
+// adds each segment's sum to its total in that same order itself. Two stages: the copies of
+// superblock j + 1 are in flight while superblock j is computed.
 template <DType D>
 __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                   const float* __restrict__ xd, const int* __restrict__ xs, int K,
-                                                  int T, int sb_per_seg, float* __restrict__ part, MatOffsets po) {
+                                                  int T, int sb_per_seg, int seg_per_block, float* __restrict__ part,
+                                                  MatOffsets po) {
     constexpr int C = Mq<D>::C, NS = Mq<D>::NS;
     using St = MmqStage<C, NS>;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -564,7 +567,7 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     const int t0 = blockIdx.y * 64;
     const int nsb = K >> 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int jb = int(blockIdx.z) * sb_per_seg, je = min(nsb, jb + sb_per_seg);
+    const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
 
     auto issue = [&](int stage, int j) {
         uint8_t* st = smem + stage * St::kBytes;
@@ -634,12 +637,14 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
         t.r0 = (warp & 1) * 16 + t.g;
         t.r1 = t.r0 + 8;
         Mq<D>::superblock(t, seg);
+        if ((j + 1) % sb_per_seg == 0 || j + 1 == je) {  // a segment ends: its sum joins the total
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]), seg[nt][i] = 0.0f;
+        }
         __syncthreads();  // this stage is refilled by the next iteration's copies
     }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]);
     float* __restrict__ out = gridDim.z > 1 ? part + po.off[mi] + int64_t(blockIdx.z) * T * N : ms.out[mi];
     const int64_t row0 = tile * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
@@ -760,14 +765,36 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     return x;
 }
 
+// Whether a tensor-core product sums every K segment inside one block: when its tiles
+// alone fill the GPU twice over (no partial sums, no reduction launch, and the copies of a
+// block's pipeline run over all of K). Either way the same bits; GLIA_MMQ_WHOLE=0: never.
+bool mmq_whole_k(int64_t row_tiles, int64_t T, int nseg) {
+    static const int sms = [] {
+        const char* e = std::getenv("GLIA_MMQ_WHOLE");
+        if (e && *e == '0') return 0;
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return 0;
+        return n;
+    }();
+    return nseg > 1 && sms > 0 && row_tiles * ((T + 63) / 64) >= 2 * int64_t(sms);
+}
+
+int64_t row_tiles_of(const Node* const* nodes, int count) {
+    int64_t n = 0;
+    for (int m = 0; m < count; ++m) n += (nodes[m]->src[MatmulArg::W]->ne[1] + 63) / 64;
+    return n;
+}
+
 template <DType D>
-void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, const MatOffsets& po, dim3 grid, cudaStream_t s) {
+void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, const MatOffsets& po, dim3 grid,
+                cudaStream_t s) {
     constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes;
     static bool attr = [] {
         return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
-    mmq_kernel<D><<<grid, 128, bytes, s>>>(mt, q.q, q.d, q.s, K, T, sbs, q.part, po);
+    mmq_kernel<D><<<grid, 128, bytes, s>>>(mt, q.q, q.d, q.s, K, T, sbs, spb, q.part, po);
 }
 
 template <DType D, int NT>
@@ -809,8 +836,8 @@ size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count) {
     const int64_t K = nodes[0]->src[MatmulArg::W]->ne[0], T = nodes[0]->src[MatmulArg::X]->n_rows();
     size_t bytes = xq_bytes(K, T);
     if (T >= mmq_min_tokens()) {
-        const int64_t nseg = segments(K).nseg;
-        if (nseg > 1)
+        const int nseg = segments(K).nseg;
+        if (nseg > 1 && !mmq_whole_k(row_tiles_of(nodes, count), T, nseg))
             for (int m = 0; m < count; ++m) bytes += size_t(nseg * T * nodes[m]->src[MatmulArg::W]->ne[1]) * 4;
     }
     return bytes;
@@ -870,14 +897,16 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
             po.off[m] = total;
             total += int64_t(nseg) * T * ms.N[m];
         }
-        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64), unsigned(nseg));
+        const bool whole = mmq_whole_k(row_tiles_of(nodes, count), T, nseg);
+        const int spb = whole ? nseg : 1;
+        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64), unsigned(whole ? 1 : nseg));
         switch (w0.type) {
-            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, po, grid, s); break;
-            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, po, grid, s); break;
-            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, po, grid, s); break;
+            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, spb, po, grid, s); break;
+            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, spb, po, grid, s); break;
+            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, spb, po, grid, s); break;
             default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
         }
-        if (nseg > 1) {
+        if (nseg > 1 && !whole) {
             int maxn = 0;
             for (int m = 0; m < count; ++m) maxn = std::max(maxn, ms.N[m]);
             const int64_t n = int64_t(maxn) * T;
