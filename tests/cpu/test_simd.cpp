@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -158,6 +159,79 @@ TEST(SimdQuantizeAct, BitIdenticalToScalar) {
                 }
             }
         }
+    }
+}
+
+// NaN and infinite activations have a defined quantization (quant/blocks.h): the block
+// that holds one becomes the invalid block (scale NaN, values 0), at every level bit for
+// bit, its neighbours are untouched, and a product with it is NaN. (The scalar code once
+// converted the NaN of 0 * inf to int8, which is undefined behaviour.)
+TEST(SimdQuantizeAct, NonFiniteBlocksAreInvalid) {
+    std::mt19937 rng(3);
+    const float kBad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()};
+    std::vector<Isa> levels = simd_levels();
+    levels.insert(levels.begin(), Isa::Scalar);
+    for (DType at : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
+        const int64_t bs = dtype_info(at).block_size, n = 4 * bs;
+        const size_t ts = dtype_info(at).type_size;
+        for (float bad : kBad)
+            for (int64_t pos : {int64_t(0), int64_t(7), bs / 2, bs - 1}) {
+                std::vector<float> x = random_floats(rng, n, 0);
+                x[bs + pos] = bad;  // block 1
+                std::vector<uint8_t> want(row_bytes(at, n));
+                quant::traits(at).quantize_act(x.data(), want.data(), n);
+                // Block 1 is the invalid block.
+                const uint8_t* b1 = want.data() + ts;
+                if (at == DType::Q8_K) {
+                    const auto* q = reinterpret_cast<const quant::BlockQ8_K*>(b1);
+                    EXPECT_TRUE(std::isnan(q->d));
+                    for (int j = 0; j < 256; ++j) ASSERT_EQ(q->qs[j], 0);
+                    for (int j = 0; j < 16; ++j) ASSERT_EQ(q->bsums[j], 0);
+                } else {
+                    uint16_t d;
+                    std::memcpy(&d, b1, 2);
+                    EXPECT_EQ(d, quant::kF16QuietNaN) << dtype_name(at);
+                    const size_t qs_off = at == DType::Q8_0 ? 2 : 4;
+                    for (size_t j = qs_off; j < ts; ++j) ASSERT_EQ(b1[j], 0) << dtype_name(at) << " byte " << j;
+                }
+                // The other blocks are quantized as without the bad value.
+                for (int64_t blk : {0, 2, 3}) {
+                    std::vector<uint8_t> one(ts);
+                    quant::traits(at).quantize_act(x.data() + blk * bs, one.data(), bs);
+                    ASSERT_EQ(0, std::memcmp(one.data(), want.data() + blk * ts, ts)) << dtype_name(at) << " block " << blk;
+                }
+                // Every level writes the same bytes.
+                if (at == DType::Q8_1) continue;  // scalar only
+                for (Isa isa : levels) {
+                    const auto& fast = cpu::simd::kernels(at == DType::Q8_0 ? DType::Q4_0 : DType::Q4_K, isa);
+                    std::vector<uint8_t> got(want.size(), 0xAB);
+                    fast.quantize_act(x.data(), got.data(), n);
+                    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
+                        << label(at, isa) << " bad " << bad << " at " << pos;
+                    // A product with it is NaN, by either path.
+                    for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+                        const auto& kk = cpu::simd::kernels(wt, isa);
+                        if (kk.act_type != at) continue;
+                        const std::vector<uint8_t> w = quantize(wt, random_floats(rng, n, 0));
+                        float s = 0;
+                        kk.vec_dot(n, &s, w.data(), got.data());
+                        EXPECT_TRUE(std::isnan(s)) << label(wt, isa) << " vec_dot gives " << s;
+                        if (kk.gemm) {
+                            cpu::ThreadPool pool(1);
+                            std::vector<float> xs(n * 4);
+                            for (int c = 0; c < 4; ++c) std::memcpy(xs.data() + c * n, x.data(), n * 4);
+                            for (int64_t T : {1, 4}) {
+                                std::vector<uint8_t> scratch;
+                                const cpu::MatmulAct a = cpu::matmul_prepare(kk, xs.data(), n * 4, n, T, scratch, pool);
+                                std::vector<float> y(T, 0.f);
+                                cpu::matmul_compute(kk, w.data(), w.size(), n, 1, a, T, y.data(), pool);
+                                for (float v : y) EXPECT_TRUE(std::isnan(v)) << label(wt, isa) << " T=" << T;
+                            }
+                        }
+                    }
+                }
+            }
     }
 }
 
