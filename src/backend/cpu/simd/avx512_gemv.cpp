@@ -99,33 +99,25 @@ GLIA_TARGET_AVX512 inline __m256i fold(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
-// The transposing reduction: v[r] (r < 16) holds row r's two sums in parts (see halves);
-// lane r of `first` / `second` receives row r's first / second sum.
-GLIA_TARGET_AVX512 inline void reduce_rows(const __m512i (&v)[kLanes], __m512i& first, __m512i& second) {
-    __m512i a[8], b[4];
-    for (int i = 0; i < 8; ++i)  // per 128-bit lane: [r0 01+23 parts, r1, r0, r1] of rows 2i, 2i+1
-        a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                                _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int k = 0; k < 4; ++k)  // per 128-bit lane: rows 4k..4k+3, that lane's parts summed
-        b[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * k], a[2 * k + 1]),
-                                _mm512_unpackhi_epi64(a[2 * k], a[2 * k + 1]));
-    // [rows 0-3 first, rows 0-3 second, rows 4-7 first, rows 4-7 second], then rows 8-15.
+// The transposing reduction, in two stages. v[i] (i < 4) holds row i's two sums in parts
+// (see halves); the result holds, per 128-bit lane L, rows 0..3's sums of their parts in
+// lane L (lanes 0-1 belong to the first sum, lanes 2-3 to the second).
+GLIA_TARGET_AVX512 inline __m512i reduce_quad(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    // per 128-bit lane: [r0, r1, r0, r1] and [r2, r3, r2, r3], two parts summed
+    const __m512i a0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i a1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    // per 128-bit lane: [r0, r1, r2, r3], four parts summed
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a0, a1), _mm512_unpackhi_epi64(a0, a1));
+}
+// Four quads (rows 0-3, 4-7, 8-11, 12-15) to lane r = row r's first / second sum.
+GLIA_TARGET_AVX512 inline void reduce_quads(const __m512i (&b)[4], __m512i& first, __m512i& second) {
+    // [rows 0-3 first, rows 0-3 second, rows 4-7 first, rows 4-7 second], then rows 8-15
     const __m512i c0 = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                         _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512i c1 = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
                                         _mm512_shuffle_i32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
     first = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
     second = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-GLIA_TARGET_AVX512 inline __m512i row_offsets(size_t stride) {
-    return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                              _mm512_set1_epi32(static_cast<int>(stride)));
-}
-
-// 4 bytes at `base + offset + r * stride` for the rows r < rows (0 elsewhere).
-GLIA_TARGET_AVX512 inline __m512i gather_rows(__mmask16 k, __m512i offsets, const uint8_t* base) {
-    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, offsets, base, 1);
 }
 
 // f16 halves of 32-bit lanes to float.
@@ -151,19 +143,122 @@ GLIA_TARGET_AVX512 inline void store_rows(float* out, int rows, __m512 v) {
     _mm512_mask_storeu_ps(out, rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1), v);
 }
 
-// Prefetches the next blocks of the 16 rows' streams, `ahead` bytes past the current ones.
-inline void prefetch_rows(const uint8_t* p, size_t stride, int rows, size_t bytes) {
-    for (int r = 0; r < rows; ++r)
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + size_t(r) * stride + o, 0, 3);
+// Software prefetch: the same unit kPrefetchRows rows further on, which the quad after
+// next reads. (A fixed distance along each row is worse here: four rows are read side by
+// side, and the next rows' data is what is needed soonest. Measured on the 2-core EPYC,
+// DRAM-cold, qwen3-0.6b shapes: 4 rows ahead 1.3-1.6x the time of 8, 2048 bytes along
+// the row 1.5-2x.) Addresses past the matrix are only prefetched, never read.
+constexpr int kPrefetchRows = 8;
+inline void prefetch_rows_ahead(const uint8_t* blk, size_t row_stride, size_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(blk) + kPrefetchRows * row_stride;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(reinterpret_cast<const void*>(p + o), 0, 3);
 }
 
-constexpr int kAheadBlocks = 4;
+// The driver shared by both families. Per group of 16 rows and chunk of K: first the
+// integer sums, four rows side by side along K (each weight block read once, for every
+// token), reduced to one vector per quad of rows, and each row's f16 scales copied out;
+// then, per unit in K order, the four quads' sums transposed into lanes and the float
+// steps. (Gathering the scales in the second pass instead cost Q8_0 decode ~35 % on
+// DRAM-cold weights: a chunk of 16 rows no longer sits in L1 by then.)
+// A unit is what one Row::sums() call covers (a super-block, or two 32-blocks: kValues
+// columns, kBytes of a row, kAct activation blocks); Row::step applies the float steps of
+// one unit to the 16 lanes.
+constexpr int kTok = 4;     // tokens per pass
+constexpr int kChunk = 32;  // units per chunk: 4 x 32 x 4 vectors of 64 bytes = 32 KiB
+template <class Row>
+GLIA_TARGET_AVX512 void gemv_driver(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k,
+                                    const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
+    using Act = typename Row::Act;
+    const int64_t nu = K / Row::kValues, per_slice = std::max<int64_t>(1, slice_k / Row::kValues);
+    const typename Row::Consts k;
+    alignas(64) __m512i buf[kTok][kChunk][4];
+    alignas(64) uint32_t scales[kChunk][kLanes];  // each row's Row::scales() per unit
+    for (int r0 = 0; r0 < nr; r0 += kLanes) {
+        const int rows = std::min(kLanes, nr - r0);
+        const uint8_t* wg = w + size_t(r0) * row_stride;
+        for (int c0 = 0; c0 < nt; c0 += kTok) {
+            const int ntc = std::min(kTok, nt - c0);
+            const Act* y[kTok];
+            for (int c = 0; c < ntc; ++c) y[c] = reinterpret_cast<const Act*>(act + size_t(c0 + c) * act_stride);
+            SliceSum s[kTok];
+            for (int64_t u0 = 0; u0 < nu; u0 += kChunk) {
+                const int nu_c = static_cast<int>(std::min<int64_t>(kChunk, nu - u0));
+                for (int q = 0; q < 4; ++q) {
+                    const int nq = std::clamp(rows - 4 * q, 0, 4);  // rows of this quad
+                    const uint8_t* row = wg + size_t(4 * q) * row_stride + size_t(u0) * Row::kBytes;
+                    for (int u = 0; u < nu_c; ++u) {
+                        const uint8_t* blk = row + size_t(u) * Row::kBytes;
+                        for (int i = 0; i < 4; ++i) {
+                            if (i < nq) prefetch_rows_ahead(blk + size_t(i) * row_stride, row_stride, Row::kBytes);
+                            scales[u][4 * q + i] = i < nq ? Row::scales(blk + size_t(i) * row_stride) : 0;
+                        }
+                        for (int c = 0; c < ntc; ++c) {
+                            const Act* yc = y[c] + (u0 + u) * Row::kAct;
+                            __m512i v[4];
+                            for (int i = 0; i < 4; ++i)
+                                v[i] = i < nq ? Row::sums(blk + size_t(i) * row_stride, yc, k) : _mm512_setzero_si512();
+                            buf[c][u][q] = reduce_quad(v[0], v[1], v[2], v[3]);
+                        }
+                    }
+                }
+                for (int u = 0; u < nu_c; ++u) {
+                    const int64_t ui = u0 + u;
+                    const __m512i sc = _mm512_load_si512(scales[u]);
+                    for (int c = 0; c < ntc; ++c) {
+                        if (ui > 0 && ui % per_slice == 0) s[c].close();
+                        __m512i first, second;
+                        reduce_quads(buf[c][u], first, second);
+                        Row::step(first, second, sc, y[c] + ui * Row::kAct, s[c].acc);
+                    }
+                }
+            }
+            for (int c = 0; c < ntc; ++c) {
+                s[c].close();
+                store_rows(out + size_t(c0 + c) * out_stride + r0, rows, s[c].total);
+            }
+        }
+    }
+}
 
 // ---------------------------------------------------------------- K-quants
 
+// The float steps of one super-block, as ktile's: t = fnmadd(msum, dmin, isum * d),
+// acc = fma(t, d_act, acc). `sc`: each row's d (low half) and dmin (high half), f16.
+GLIA_TARGET_AVX512 inline void kstep(__m512i isum, __m512i msum, __m512i sc, const BlockQ8_K* y, __m512& acc) {
+    const __m512 t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), high_f16(sc),
+                                      _mm512_mul_ps(_mm512_cvtepi32_ps(isum), low_f16(sc)));
+    acc = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc);
+}
+
+struct KConsts {
+    __m512i shuf[4];
+    GLIA_TARGET_AVX512 KConsts() {
+        for (int j = 0; j < 4; ++j) shuf[j] = k4_scale_shuffle(j);
+    }
+};
+
+template <size_t kBlockBytes>
+struct KRow {
+    using Act = BlockQ8_K;
+    using Consts = KConsts;
+    static constexpr int64_t kValues = kQK_K;
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr int64_t kAct = 1;
+    GLIA_TARGET_AVX512 static void step(__m512i isum, __m512i msum, __m512i sc, const BlockQ8_K* y, __m512& acc) {
+        kstep(isum, msum, sc, y, acc);
+    }
+    // d (low half) and dmin (high half) as stored at the start of a Q4_K/Q5_K block.
+    static uint32_t scales(const uint8_t* blk) {
+        uint32_t v;
+        std::memcpy(&v, blk, 4);
+        return v;
+    }
+};
+
 // Row sums of one super-block for one token: [isum parts | msum parts] (see halves).
-struct RowQ4K {
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const __m512i (&shuf)[4]) {
+struct RowQ4K : KRow<sizeof(BlockQ4_K)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
+        const auto& shuf = k.shuf;
         const BlockQ4_K* x = reinterpret_cast<const BlockQ4_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         uint8_t sc[8], m[8];
@@ -179,12 +274,11 @@ struct RowQ4K {
         }
         return halves(fold(isum), k4_min_term(m, y->bsums));
     }
-    static constexpr size_t kBytes = sizeof(BlockQ4_K);
-    static constexpr size_t kScaleOffset = 0;  // d, dmin: the low and high halves
 };
 
-struct RowQ5K {
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const __m512i (&shuf)[4]) {
+struct RowQ5K : KRow<sizeof(BlockQ5_K)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
+        const auto& shuf = k.shuf;
         const BlockQ5_K* x = reinterpret_cast<const BlockQ5_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
         uint8_t sc[8], m[8];
@@ -204,13 +298,15 @@ struct RowQ5K {
         }
         return halves(fold(isum), k4_min_term(m, y->bsums));
     }
-    static constexpr size_t kBytes = sizeof(BlockQ5_K);
-    static constexpr size_t kScaleOffset = 0;
 };
 
 // Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d.
-struct RowQ6K {
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const __m512i (&)[4]) {
+struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
+    static uint32_t scales(const uint8_t* blk) {  // dmin = d
+        const uint16_t d = reinterpret_cast<const BlockQ6_K*>(blk)->d;
+        return uint32_t(d) | (uint32_t(d) << 16);
+    }
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts&) {
         const BlockQ6_K* x = reinterpret_cast<const BlockQ6_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x30);
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales));
@@ -238,68 +334,54 @@ struct RowQ6K {
                                               _mm256_cvtepi8_epi16(sc8));
         return halves(fold(isum), _mm256_slli_epi32(off, 5));
     }
-    static constexpr size_t kBytes = sizeof(BlockQ6_K);
-    static constexpr size_t kScaleOffset = offsetof(BlockQ6_K, d) - 2;  // d: the high half
 };
-
-template <class Row>
-GLIA_TARGET_AVX512 void kgemv(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k,
-                              const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
-    const int64_t nsb = K / kQK_K, per_slice = std::max<int64_t>(1, slice_k / kQK_K);
-    __m512i shuf[4];
-    for (int j = 0; j < 4; ++j) shuf[j] = k4_scale_shuffle(j);
-    const __m512i offs = row_offsets(row_stride);
-    for (int r0 = 0; r0 < nr; r0 += kLanes) {
-        const int rows = std::min(kLanes, nr - r0);
-        const __mmask16 km = rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
-        const uint8_t* wg = w + size_t(r0) * row_stride;
-        for (int c = 0; c < nt; ++c) {
-            const BlockQ8_K* y = reinterpret_cast<const BlockQ8_K*>(act + size_t(c) * act_stride);
-            SliceSum s;
-            for (int64_t sb = 0; sb < nsb; ++sb) {
-                if (sb > 0 && sb % per_slice == 0) s.close();
-                const uint8_t* blk = wg + sb * Row::kBytes;
-                if (c == 0 && sb + kAheadBlocks < nsb)
-                    prefetch_rows(blk + kAheadBlocks * Row::kBytes, row_stride, rows, Row::kBytes);
-                __m512i v[kLanes];
-                for (int r = 0; r < kLanes; ++r)
-                    v[r] = r < rows ? Row::sums(blk + size_t(r) * row_stride, y + sb, shuf) : _mm512_setzero_si512();
-                __m512i isum, msum;
-                reduce_rows(v, isum, msum);
-                const __m512i dd = gather_rows(km, offs, blk + Row::kScaleOffset);
-                __m512 d, dmin;
-                if (Row::kScaleOffset == 0) {
-                    d = low_f16(dd);
-                    dmin = high_f16(dd);
-                } else {
-                    d = dmin = high_f16(dd);
-                }
-                const __m512 t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dmin,
-                                                  _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
-                s.acc = _mm512_fmadd_ps(t, _mm512_set1_ps(y[sb].d), s.acc);
-            }
-            s.close();
-            store_rows(out + size_t(c) * out_stride + r0, rows, s.total);
-        }
-    }
-}
 
 // ---------------------------------------------------------------- 32-blocks
 
+// The float steps of two 32-blocks, as btile's: acc = fma(dot, d_w * d_act, acc), one
+// block after the other. `sc`: each row's d of the first (low half) and second block.
+GLIA_TARGET_AVX512 inline void bstep(__m512i dot0, __m512i dot1, __m512i sc, const BlockQ8_0* y, __m512& acc) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), _mm512_mul_ps(low_f16(sc), _mm512_set1_ps(h2f(y[0].d))), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), _mm512_mul_ps(high_f16(sc), _mm512_set1_ps(h2f(y[1].d))), acc);
+}
+
+struct NoConsts {};
+
+template <size_t kBlockBytes>
+struct BRow {
+    using Act = BlockQ8_0;
+    using Consts = NoConsts;
+    static constexpr int64_t kValues = 2 * kQK;
+    static constexpr size_t kBytes = 2 * kBlockBytes;
+    static constexpr int64_t kAct = 2;
+    GLIA_TARGET_AVX512 static void step(__m512i dot0, __m512i dot1, __m512i sc, const BlockQ8_0* y, __m512& acc) {
+        bstep(dot0, dot1, sc, y, acc);
+    }
+    // Both blocks' d (each block starts with it).
+    static uint32_t scales(const uint8_t* blk) {
+        uint16_t d0, d1;
+        std::memcpy(&d0, blk, 2);
+        std::memcpy(&d1, blk + kBlockBytes, 2);
+        return uint32_t(d0) | (uint32_t(d1) << 16);
+    }
+};
+
 // Row sums of two consecutive 32-blocks for one token: [block i parts | block i+1 parts].
-struct RowQ8_0 {
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y) {
+// Q8_0 weights are signed: their magnitudes are the unsigned operand, their signs go
+// onto the activations.
+struct RowQ8_0 : BRow<sizeof(BlockQ8_0)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y, const NoConsts&) {
         const BlockQ8_0* x = reinterpret_cast<const BlockQ8_0*>(blk);
         const __m512i wq = ld2(x[0].qs, x[1].qs);
         const __m512i aq = ld2(y[0].qs, y[1].qs);
         const __m512i sa = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
         return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), sa);
     }
-    static constexpr size_t kBytes = sizeof(BlockQ8_0);
 };
 
-struct RowQ4_0 {
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y) {
+// Q4_0: nibbles 0..15 unsigned, the -8 offset as 8 * sum(a).
+struct RowQ4_0 : BRow<sizeof(BlockQ4_0)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y, const NoConsts&) {
         const BlockQ4_0* x = reinterpret_cast<const BlockQ4_0*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), eights = _mm512_set1_epi8(8);
         const __m512i wq =
@@ -308,64 +390,29 @@ struct RowQ4_0 {
         return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, aq));
     }
-    static constexpr size_t kBytes = sizeof(BlockQ4_0);
 };
-
-template <class Row>
-GLIA_TARGET_AVX512 void bgemv(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k,
-                              const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
-    const int64_t nb = K / kQK, per_slice = std::max<int64_t>(2, slice_k / kQK);
-    const __m512i offs = row_offsets(row_stride);
-    for (int r0 = 0; r0 < nr; r0 += kLanes) {
-        const int rows = std::min(kLanes, nr - r0);
-        const __mmask16 km = rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
-        const uint8_t* wg = w + size_t(r0) * row_stride;
-        for (int c = 0; c < nt; ++c) {
-            const BlockQ8_0* y = reinterpret_cast<const BlockQ8_0*>(act + size_t(c) * act_stride);
-            SliceSum s;
-            for (int64_t ib = 0; ib < nb; ib += 2) {  // K % 256 == 0: pairs never straddle a slice
-                if (ib > 0 && ib % per_slice == 0) s.close();
-                const uint8_t* blk = wg + ib * Row::kBytes;
-                if (c == 0 && ib + 2 * kAheadBlocks < nb)
-                    prefetch_rows(blk + 2 * kAheadBlocks * Row::kBytes, row_stride, rows, 2 * Row::kBytes);
-                __m512i v[kLanes];
-                for (int r = 0; r < kLanes; ++r)
-                    v[r] = r < rows ? Row::sums(blk + size_t(r) * row_stride, y + ib) : _mm512_setzero_si512();
-                __m512i dot[2];
-                reduce_rows(v, dot[0], dot[1]);
-                for (int h = 0; h < 2; ++h) {
-                    const __m512 dw = low_f16(gather_rows(km, offs, blk + h * Row::kBytes));
-                    const __m512 da = _mm512_set1_ps(h2f(y[ib + h].d));
-                    s.acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[h]), _mm512_mul_ps(dw, da), s.acc);
-                }
-            }
-            s.close();
-            store_rows(out + size_t(c) * out_stride + r0, rows, s.total);
-        }
-    }
-}
 
 }  // namespace
 
 void gemv_q4_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                size_t act_stride, int nt, float* out, size_t out_stride) {
-    kgemv<RowQ4K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+    gemv_driver<RowQ4K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
 }
 void gemv_q5_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                size_t act_stride, int nt, float* out, size_t out_stride) {
-    kgemv<RowQ5K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+    gemv_driver<RowQ5K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
 }
 void gemv_q6_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                size_t act_stride, int nt, float* out, size_t out_stride) {
-    kgemv<RowQ6K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+    gemv_driver<RowQ6K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
 }
 void gemv_q8_0(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                size_t act_stride, int nt, float* out, size_t out_stride) {
-    bgemv<RowQ8_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+    gemv_driver<RowQ8_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
 }
 void gemv_q4_0(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                size_t act_stride, int nt, float* out, size_t out_stride) {
-    bgemv<RowQ4_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+    gemv_driver<RowQ4_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace glia::cpu::simd::avx512
