@@ -199,7 +199,8 @@ TEST(SimdQuantizeAct, NonFiniteBlocksAreInvalid) {
                 for (int64_t blk : {0, 2, 3}) {
                     std::vector<uint8_t> one(ts);
                     quant::traits(at).quantize_act(x.data() + blk * bs, one.data(), bs);
-                    ASSERT_EQ(0, std::memcmp(one.data(), want.data() + blk * ts, ts)) << dtype_name(at) << " block " << blk;
+                    ASSERT_EQ(0, std::memcmp(one.data(), want.data() + blk * ts, ts))
+                        << dtype_name(at) << " block " << blk;
                 }
                 // Every level writes the same bytes.
                 if (at == DType::Q8_1) continue;  // scalar only
