@@ -2,8 +2,8 @@
 # Sanitizer runs of the test suite (CUDA off; only the needed executables are built).
 #
 #   scripts/sanitize.sh            CI's share: ASan+UBSan over test_gguf test_core
-#                                  test_tokenizer test_jinja test_server test_runtime, and
-#                                  TSan over test_runtime test_server
+#                                  test_tokenizer test_jinja test_cpu test_server
+#                                  test_runtime, and TSan over test_runtime test_server
 #   scripts/sanitize.sh --all      every test executable under ASan+UBSan (test_golden
 #                                  included) and the engine and server tests under TSan:
 #                                  the whole suite, about an hour on 2 cores
@@ -25,13 +25,10 @@ jobs="${JOBS:-2}"
 all=0
 [ "${1:-}" = "--all" ] && all=1
 
-# CI's share (kept lean for CI's time budget): the parsers' and the engine's and server's
-# suites. --all adds every other executable (test_golden and test_dispatch, the golden
-# models on every prompt and layer split, take most of the time; all passed under ASan
-# at -O1 except test_cpu, see below).
-# test_cpu is left out until quantize_act_q8_0's NaN case is fixed (UBSan: float NaN to
-# int8 at src/quant/quant_basic.cpp:317, from SimdQuantizeAct.BitIdenticalToScalar).
-default_asan="test_gguf test_core test_tokenizer test_jinja test_server test_runtime"
+# CI's share (kept lean for CI's time budget): the parsers', the CPU kernels', the
+# engine's and server's suites. --all adds every other executable (test_golden and
+# test_dispatch, the golden models on every prompt and layer split, take most of the time).
+default_asan="test_gguf test_core test_tokenizer test_jinja test_cpu test_server test_runtime"
 if [ "$all" = 1 ]; then
   default_asan="$(cd "$root/tests" && for d in */; do d="${d%/}"; [ "$d" != common ] && ls "$d"/*.cpp >/dev/null 2>&1 && printf 'test_%s ' "$d"; done)"
 fi

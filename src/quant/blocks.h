@@ -1,6 +1,7 @@
 // On-disk block layouts of the quantized tensor types (GGUF format facts) and small
 // helpers shared by the scalar kernels. Internal to src/quant.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -35,6 +36,20 @@ static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 // The 16 non-linear levels of IQ4_NL / IQ4_XS.
 inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// Activation blocks (Q8_0, Q8_1, Q8_K) of values that cannot be scaled, because the block
+// holds a NaN or an infinity, are written as the invalid block: scale NaN, every value 0
+// (and Q8_1's sum, Q8_K's block sums 0 / NaN), so that every product with them is NaN, as
+// the float product would be. The scalar quantizers and their SIMD copies all do this, so
+// they stay bit-identical and never convert a NaN to an integer. In a finite block a value
+// whose scaled product is not finite (an amax below ~3.7e-37 makes 127/amax overflow; the
+// f16 scale is 0 then) is quantized to 0.
+inline constexpr uint16_t kF16QuietNaN = 0x7E00;
+inline bool all_finite(const float* x, int n) {
+    for (int j = 0; j < n; ++j)
+        if (!std::isfinite(x[j])) return false;
+    return true;
+}
 
 // Round to nearest, ties to even, via the 1.5*2^23 trick (valid for |x| < 2^22); this is
 // bit-for-bit the rounding the reference quantizers use.

@@ -306,15 +306,29 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
     }
 }
 
-// The reference CPU backend's activation quantizer: id = 127/amax, ties to even.
+namespace {
+// x * id rounded to nearest even; 0 where the product is not finite (see blocks.h).
+inline int8_t act_q(float x, float id) {
+    const float v = x * id;
+    return std::isfinite(v) ? int8_t(std::nearbyint(v)) : int8_t(0);
+}
+}  // namespace
+
+// The reference CPU backend's activation quantizer: id = 127/amax, ties to even. A block
+// with a NaN or an infinity becomes the invalid block (blocks.h).
 void quantize_act_q8_0(const float* src, void* dst, int64_t n) {
     BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
     for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+        if (!all_finite(src, kQK)) {
+            y[i].d = kF16QuietNaN;
+            std::memset(y[i].qs, 0, sizeof y[i].qs);
+            continue;
+        }
         const float amax = block_amax(src);
         const float d = amax / 127.f;
         const float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = f2h(d);
-        for (int j = 0; j < kQK; ++j) y[i].qs[j] = int8_t(std::nearbyint(src[j] * id));
+        for (int j = 0; j < kQK; ++j) y[i].qs[j] = act_q(src[j], id);
     }
 }
 
@@ -356,13 +370,18 @@ void quantize_q8_1(const float* src, void* dst, int64_t n) {
 void quantize_act_q8_1(const float* src, void* dst, int64_t n) {
     BlockQ8_1* y = static_cast<BlockQ8_1*>(dst);
     for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+        if (!all_finite(src, kQK)) {
+            y[i].d = y[i].s = kF16QuietNaN;
+            std::memset(y[i].qs, 0, sizeof y[i].qs);
+            continue;
+        }
         const float amax = block_amax(src);
         const float d = amax / 127.f;
         const float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = f2h(d);
         int sum = 0;
         for (int j = 0; j < kQK; ++j) {
-            y[i].qs[j] = int8_t(std::nearbyint(src[j] * id));
+            y[i].qs[j] = act_q(src[j], id);
             sum += y[i].qs[j];
         }
         y[i].s = f2h(d * float(sum));

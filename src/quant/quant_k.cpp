@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/f16.h"
 #include "quant/blocks.h"
@@ -662,9 +663,16 @@ void dequantize_q8_k(const void* src, float* y, int64_t n) {
         for (int j = 0; j < kQK_K; ++j) y[j] = x[i].d * float(x[i].qs[j]);
 }
 
+// Also the activation quantizer of the K-quants. A block with a NaN or an infinity becomes
+// the invalid block (blocks.h): d NaN, values and block sums 0.
 void quantize_q8_k(const float* x, void* dst, int64_t n) {
     BlockQ8_K* y = static_cast<BlockQ8_K*>(dst);
     for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+        if (!all_finite(x, kQK_K)) {
+            std::memset(&y[i], 0, sizeof(BlockQ8_K));
+            y[i].d = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
         float max = 0, amax = 0;
         for (int j = 0; j < kQK_K; ++j) {
             const float ax = std::fabs(x[j]);

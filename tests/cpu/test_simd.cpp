@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -161,6 +162,80 @@ TEST(SimdQuantizeAct, BitIdenticalToScalar) {
     }
 }
 
+// NaN and infinite activations have a defined quantization (quant/blocks.h): the block
+// that holds one becomes the invalid block (scale NaN, values 0), at every level bit for
+// bit, its neighbours are untouched, and a product with it is NaN. (The scalar code once
+// converted the NaN of 0 * inf to int8, which is undefined behaviour.)
+TEST(SimdQuantizeAct, NonFiniteBlocksAreInvalid) {
+    std::mt19937 rng(3);
+    const float kBad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()};
+    std::vector<Isa> levels = simd_levels();
+    levels.insert(levels.begin(), Isa::Scalar);
+    for (DType at : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
+        const int64_t bs = dtype_info(at).block_size, n = 4 * bs;
+        const size_t ts = dtype_info(at).type_size;
+        for (float bad : kBad)
+            for (int64_t pos : {int64_t(0), int64_t(7), bs / 2, bs - 1}) {
+                std::vector<float> x = random_floats(rng, n, 0);
+                x[bs + pos] = bad;  // block 1
+                std::vector<uint8_t> want(row_bytes(at, n));
+                quant::traits(at).quantize_act(x.data(), want.data(), n);
+                // Block 1 is the invalid block.
+                const uint8_t* b1 = want.data() + ts;
+                if (at == DType::Q8_K) {
+                    const auto* q = reinterpret_cast<const quant::BlockQ8_K*>(b1);
+                    EXPECT_TRUE(std::isnan(q->d));
+                    for (int j = 0; j < 256; ++j) ASSERT_EQ(q->qs[j], 0);
+                    for (int j = 0; j < 16; ++j) ASSERT_EQ(q->bsums[j], 0);
+                } else {
+                    uint16_t d;
+                    std::memcpy(&d, b1, 2);
+                    EXPECT_EQ(d, quant::kF16QuietNaN) << dtype_name(at);
+                    const size_t qs_off = at == DType::Q8_0 ? 2 : 4;
+                    for (size_t j = qs_off; j < ts; ++j) ASSERT_EQ(b1[j], 0) << dtype_name(at) << " byte " << j;
+                }
+                // The other blocks are quantized as without the bad value.
+                for (int64_t blk : {0, 2, 3}) {
+                    std::vector<uint8_t> one(ts);
+                    quant::traits(at).quantize_act(x.data() + blk * bs, one.data(), bs);
+                    ASSERT_EQ(0, std::memcmp(one.data(), want.data() + blk * ts, ts))
+                        << dtype_name(at) << " block " << blk;
+                }
+                // Every level writes the same bytes.
+                if (at == DType::Q8_1) continue;  // scalar only
+                for (Isa isa : levels) {
+                    const auto& fast = cpu::simd::kernels(at == DType::Q8_0 ? DType::Q4_0 : DType::Q4_K, isa);
+                    std::vector<uint8_t> got(want.size(), 0xAB);
+                    fast.quantize_act(x.data(), got.data(), n);
+                    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
+                        << label(at, isa) << " bad " << bad << " at " << pos;
+                    // A product with it is NaN, by either path.
+                    for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+                        const auto& kk = cpu::simd::kernels(wt, isa);
+                        if (kk.act_type != at) continue;
+                        const std::vector<uint8_t> w = quantize(wt, random_floats(rng, n, 0));
+                        float s = 0;
+                        kk.vec_dot(n, &s, w.data(), got.data());
+                        EXPECT_TRUE(std::isnan(s)) << label(wt, isa) << " vec_dot gives " << s;
+                        if (kk.gemm) {
+                            cpu::ThreadPool pool(1);
+                            std::vector<float> xs(n * 4);
+                            for (int c = 0; c < 4; ++c) std::memcpy(xs.data() + c * n, x.data(), n * 4);
+                            for (int64_t T : {1, 4}) {
+                                std::vector<uint8_t> scratch;
+                                const cpu::MatmulAct a = cpu::matmul_prepare(kk, xs.data(), n * 4, n, T, scratch, pool);
+                                std::vector<float> y(T, 0.f);
+                                cpu::matmul_compute(kk, w.data(), w.size(), n, 1, a, T, y.data(), pool);
+                                for (float v : y) EXPECT_TRUE(std::isnan(v)) << label(wt, isa) << " T=" << T;
+                            }
+                        }
+                    }
+                }
+            }
+    }
+}
+
 // The matmul driver (row path for few tokens, packed GEMM for more) against a loop of
 // scalar dot products on the same (scalar-quantized) activations.
 void check_matmul(Isa isa, DType t, int64_t K, int64_t N, int64_t T, cpu::ThreadPool& pool, std::mt19937& rng) {
@@ -213,6 +288,130 @@ TEST(SimdMatmul, GemmPathIsUsedForPrefill) {
         const auto& kk = cpu::simd::kernels(t, Isa::Avx512);
         EXPECT_TRUE(cpu::matmul_uses_gemm(kk, 2048, 512)) << dtype_name(t);
         EXPECT_FALSE(cpu::matmul_uses_gemm(kk, 2048, 1)) << dtype_name(t);
+    }
+}
+
+// A token's outputs must not depend on the tokens beside it (DESIGN.md principle 6): for
+// every weight type, at every level, the product of token i computed in a batch of T
+// tokens is bit-identical to the same token computed alone. T covers the row path (1..3),
+// the packed GEMM's threshold (kGemmMinTokens) and its 4-token micro-tiles with every
+// remainder; K covers one and several 512-column slices, a partial last slice, and
+// lengths that are not a multiple of 256 (row dot products at every T).
+void check_batch_invariant(Isa isa, DType t, int64_t K, int64_t N, cpu::ThreadPool& pool, cpu::PackCache* cache,
+                           std::mt19937& rng) {
+    const auto& kk = cpu::simd::kernels(t, isa);
+    const size_t wrow = row_bytes(t, K);
+    std::vector<uint8_t> w(wrow * N);
+    for (int64_t r = 0; r < N; ++r) {
+        const std::vector<uint8_t> q =
+            (r % 3 == 2) ? random_blocks(rng, t, K) : quantize(t, random_floats(rng, K, int(r % 4)));
+        std::memcpy(w.data() + r * wrow, q.data(), wrow);
+    }
+    constexpr int64_t kMaxT = 67;
+    std::vector<float> x(K * kMaxT);
+    for (int64_t c = 0; c < kMaxT; ++c) {
+        const auto v = random_floats(rng, K, int(c % 4));
+        std::memcpy(x.data() + c * K, v.data(), K * 4);
+    }
+    // Each token alone.
+    std::vector<float> alone(N * kMaxT);
+    std::vector<uint8_t> scratch;
+    for (int64_t c = 0; c < kMaxT; ++c) {
+        const cpu::MatmulAct a = cpu::matmul_prepare(kk, x.data() + c * K, K * 4, K, 1, scratch, pool);
+        cpu::matmul_compute(kk, w.data(), wrow, K, N, a, 1, alone.data() + c * N, pool, cache);
+    }
+    for (int64_t T : {2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64, 67}) {
+        // The batch starts at a token offset so token i meets different neighbours.
+        const int64_t off = T % 3;
+        const int64_t nt = std::min(T, kMaxT - off);
+        const cpu::MatmulAct a = cpu::matmul_prepare(kk, x.data() + off * K, K * 4, K, nt, scratch, pool);
+        std::vector<float> y(N * nt, -1.f);
+        cpu::matmul_compute(kk, w.data(), wrow, K, N, a, nt, y.data(), pool, cache);
+        for (int64_t c = 0; c < nt; ++c) {
+            const float* got = y.data() + c * N;
+            const float* want = alone.data() + (off + c) * N;
+            if (std::memcmp(got, want, N * sizeof(float)) == 0) continue;
+            int64_t r = 0;
+            while (std::memcmp(got + r, want + r, sizeof(float)) == 0) ++r;
+            FAIL() << label(t, isa) << " K=" << K << " N=" << N << " T=" << nt << " token " << c
+                   << (cpu::matmul_uses_gemm(kk, K, nt) ? " (gemm)" : " (rows)") << (cache ? ", packed cache" : "")
+                   << ": row " << r << " gives " << got[r] << " in the batch, " << want[r] << " alone";
+        }
+    }
+}
+
+TEST(SimdMatmul, TokenOutputsDoNotDependOnTheBatch) {
+    std::mt19937 rng(2024);
+    cpu::ThreadPool pool(3);
+    std::vector<Isa> levels = simd_levels();
+    levels.insert(levels.begin(), Isa::Scalar);
+    for (Isa isa : levels)
+        for (DType t : kTypes)
+            for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 45}, {512, 16}, {768, 33}, {1536, 7}, {1280, 19},
+                                {288, 21}}) {
+                if (K % dtype_info(t).block_size != 0) continue;
+                check_batch_invariant(isa, t, K, N, pool, nullptr, rng);
+                if (::testing::Test::HasFatalFailure()) return;
+            }
+}
+
+// The same through the packed-weight cache (the engine's batched decode), on one and two
+// threads.
+TEST(SimdMatmul, TokenOutputsDoNotDependOnTheBatchWithPackCache) {
+    std::mt19937 rng(77);
+    for (int threads : {1, 2}) {
+        cpu::ThreadPool pool(threads);
+        for (Isa isa : simd_levels())
+            for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
+                cpu::PackCache cache;
+                check_batch_invariant(isa, t, 1024, 70, pool, &cache, rng);
+                if (::testing::Test::HasFatalFailure()) return;
+            }
+    }
+}
+
+// Every type with a packed GEMM has the few-token kernel of the same arithmetic, and a
+// direct call of the packed kernel on one token (slice by slice, as the driver does) gives
+// the bits of Gemm::gemv on the unpacked rows.
+TEST(SimdMatmul, GemvGivesTheGemmBits) {
+    if (!cpu::simd::isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+    std::mt19937 rng(5);
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
+        const auto& kk = cpu::simd::kernels(t, Isa::Avx512);
+        ASSERT_TRUE(kk.gemm && kk.gemm->gemv) << dtype_name(t);
+        EXPECT_TRUE(cpu::matmul_gemm_bits(kk, 256)) << dtype_name(t);
+        EXPECT_FALSE(cpu::matmul_gemm_bits(kk, 288)) << dtype_name(t);
+        const cpu::simd::Gemm& g = *kk.gemm;
+        const int64_t K = 1792, N = 37;
+        const size_t wrow = row_bytes(t, K);
+        std::vector<uint8_t> w(wrow * N);
+        for (int64_t r = 0; r < N; ++r) {
+            const std::vector<uint8_t> q = random_blocks(rng, t, K);
+            std::memcpy(w.data() + r * wrow, q.data(), wrow);
+        }
+        for (int nt = 1; nt <= 3; ++nt) {
+            std::vector<uint8_t> qa(row_bytes(kk.act_type, K) * nt), side(g.side_bytes(K) * nt + 1);
+            for (int c = 0; c < nt; ++c) {
+                const std::vector<float> x = random_floats(rng, K, c);
+                kk.quantize_act(x.data(), qa.data() + c * row_bytes(kk.act_type, K), K);
+                g.prepare(qa.data() + c * row_bytes(kk.act_type, K), K, side.data() + c * g.side_bytes(K));
+            }
+            std::vector<float> packed(N * nt), rows(N * nt, -1.f);
+            std::vector<uint8_t> panel(g.panel_bytes(K) + 64);
+            uint8_t* pp = panel.data() + (64 - reinterpret_cast<uintptr_t>(panel.data()) % 64) % 64;
+            for (int64_t r0 = 0; r0 < N; r0 += g.panel_rows) {
+                const int nr = static_cast<int>(std::min<int64_t>(g.panel_rows, N - r0));
+                g.pack(w.data() + r0 * wrow, wrow, nr, K, pp);
+                for (int64_t k0 = 0; k0 < K; k0 += cpu::kGemmSliceK)
+                    g.compute(pp + g.panel_bytes(k0), nr, std::min(cpu::kGemmSliceK, K - k0),
+                              qa.data() + row_bytes(kk.act_type, k0), row_bytes(kk.act_type, K),
+                              side.data() + g.side_bytes(k0), g.side_bytes(K), nt, packed.data() + r0, N, k0 > 0);
+            }
+            g.gemv(w.data(), wrow, static_cast<int>(N), K, cpu::kGemmSliceK, qa.data(), row_bytes(kk.act_type, K),
+                   nt, rows.data(), N);
+            EXPECT_EQ(0, std::memcmp(packed.data(), rows.data(), packed.size() * sizeof(float)))
+                << dtype_name(t) << " nt=" << nt;
+        }
     }
 }
 

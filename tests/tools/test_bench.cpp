@@ -96,6 +96,20 @@ TEST(Bench, BatchedCheckAlone) {
     EXPECT_NE(out.find("--check-alone needs --parallel"), std::string::npos) << out;
 }
 
+// The same on a quantized model, whose products have a one-token and a packed path: the
+// batch must still change no one's greedy tokens (issue 14).
+TEST(Bench, BatchedCheckAloneQuantized) {
+    std::string out;
+    const std::string model = shared_path("models/tiny-llama-q4_k_m.gguf");
+    ASSERT_EQ(0, run_command(cat(glia_binary(), " bench ", model,
+                                 " --parallel 16 --pp 24 --tg 32 -r 1 -t 2 --check-alone --no-warmup --json 2>&1"),
+                             &out))
+        << out;
+    const auto j = nlohmann::json::parse(out.substr(out.find('[')));
+    ASSERT_EQ(j.size(), 1u) << out;
+    EXPECT_EQ(j[0]["alone_same"], 16) << out;
+}
+
 TEST(Bench, BatchedTableAndErrors) {
     std::string out;
     const std::string model = shared_path("models/stories260K.gguf");

@@ -9,6 +9,11 @@
 //  - many tokens (prefill): compute-bound. Each thread packs a panel of 32 rows (simd
 //    Gemm), then runs the VNNI micro-kernel over all tokens, slice by slice of K so the
 //    packed slice stays in L1 while the tokens stream past it.
+// A token's outputs must not depend on how many tokens share the step (a batch changes no
+// sequence's logits): where a type has a packed GEMM (and K % 256 == 0), the few-token path
+// runs the GEMM's own arithmetic on the unpacked rows (Gemm::gemv: same integer sums, same
+// float steps, same K slices), so both paths give the same bits. Elsewhere both paths are
+// the row dot product. Threads split rows and tokens only, never K.
 #include <algorithm>
 #include <memory>
 #include <new>
@@ -55,6 +60,11 @@ void split(ThreadPool& pool, int64_t n, double work, F&& fn) {
 constexpr int64_t kRowTile = 16;
 void row_tile(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N, int64_t r0,
               int64_t r1, const MatmulAct& a, int64_t T, float* y) {
+    if (matmul_gemm_bits(kk, K)) {
+        kk.gemm->gemv(w + r0 * w_stride, w_stride, static_cast<int>(r1 - r0), K, kGemmSliceK, a.act, a.act_row,
+                      static_cast<int>(T), y + r0, static_cast<size_t>(N));
+        return;
+    }
     for (int64_t t = 0; t < T; ++t) {
         const uint8_t* act = a.act + t * a.act_row;
         for (int64_t r = r0; r < r1; ++r) kk.vec_dot(K, &y[t * N + r], w + r * w_stride, act);
@@ -63,8 +73,10 @@ void row_tile(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, in
 
 }  // namespace
 
+bool matmul_gemm_bits(const simd::TypeKernels& kk, int64_t K) { return kk.gemm && K % 256 == 0; }
+
 bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
-    return kk.gemm && T >= kGemmMinTokens && K % 256 == 0;
+    return T >= kGemmMinTokens && matmul_gemm_bits(kk, K);
 }
 
 MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_row, int64_t K, int64_t T,

@@ -13,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <cstring>
+#include <limits>
 
 #include "core/f16.h"
 #include "quant/blocks.h"
@@ -238,6 +239,12 @@ namespace {
 GLIA_TARGET_AVX2 inline __m256i low_byte(__m256i q) { return _mm256_srai_epi32(_mm256_slli_epi32(q, 24), 24); }
 
 // 32 int32 in [-128, 127] (four vectors) -> 32 int8 in order.
+// Lanes holding a NaN or an infinity, as a movemask.
+GLIA_TARGET_AVX2 inline int non_finite(__m256 v) {
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ));
+}
+
 GLIA_TARGET_AVX2 inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
     const __m256i x = _mm256_packs_epi16(ab, cd);
@@ -250,9 +257,16 @@ GLIA_TARGET_AVX2 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
         __m256 v[4], mx = _mm256_setzero_ps();
+        int bad = 0;
         for (int k = 0; k < 4; ++k) {
             v[k] = _mm256_loadu_ps(x + 8 * k);
+            bad |= non_finite(v[k]);
             mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
+        }
+        if (bad) {  // the invalid block (quant/blocks.h)
+            y[i].d = quant::kF16QuietNaN;
+            std::memset(y[i].qs, 0, sizeof y[i].qs);
+            continue;
         }
         const float amax = hmax(mx);
         const float d = amax / 127.f;
@@ -270,7 +284,17 @@ GLIA_TARGET_AVX2 void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
         __m256 mx = _mm256_setzero_ps();
-        for (int j = 0; j < kQK_K; j += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        int bad = 0;
+        for (int j = 0; j < kQK_K; j += 8) {
+            const __m256 v = _mm256_loadu_ps(x + j);
+            bad |= non_finite(v);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v));
+        }
+        if (bad) {  // the invalid block (quant/blocks.h)
+            std::memset(&y[i], 0, sizeof(BlockQ8_K));
+            y[i].d = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
         const float amax = hmax(mx);
         if (amax == 0) {
             std::memset(&y[i], 0, sizeof(BlockQ8_K));

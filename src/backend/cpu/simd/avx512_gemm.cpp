@@ -16,6 +16,10 @@
 //    out += d_a * (d * isum - dmin * msum).
 //  - 32-blocks (Q8_0, Q4_0) with Q8_0 activations: per block,
 //    out += (d_w * d_a) * (dot - off * sum(a)), the offset term precomputed per token.
+// These float steps, in this order, are the canonical arithmetic of every product of these
+// types at any token count: avx512_gemv.cpp repeats them for one to three tokens on the
+// unpacked rows, so a change here must be made there too (test
+// SimdMatmul.TokenOutputsDoNotDependOnTheBatch checks that both give the same bits).
 #include "backend/cpu/simd/internal.h"
 
 #ifdef GLIA_SIMD_X86
@@ -464,11 +468,14 @@ void bcompute(const void* panel, int nr, int64_t K, const uint8_t* act, size_t a
 
 }  // namespace
 
-const Gemm gemm_q4_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q4_k, ksum32_bytes, prepare_ksum32, kcompute<PanelQ4K>};
-const Gemm gemm_q5_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q5_k, ksum32_bytes, prepare_ksum32, kcompute<PanelQ4K>};
-const Gemm gemm_q6_k{kPanelRows, kpanel_bytes<PanelQ6K>, pack_q6_k, no_side, no_prepare, kcompute<PanelQ6K>};
-const Gemm gemm_q8_0{kPanelRows, bpanel_bytes, pack_q8_0, bside_bytes, prepare_q8_0_act<128>, bcompute};
-const Gemm gemm_q4_0{kPanelRows, bpanel_bytes, pack_q4_0, bside_bytes, prepare_q8_0_act<8>, bcompute};
+const Gemm gemm_q4_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q4_k, ksum32_bytes,
+                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q4_k};
+const Gemm gemm_q5_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q5_k, ksum32_bytes,
+                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q5_k};
+const Gemm gemm_q6_k{kPanelRows, kpanel_bytes<PanelQ6K>, pack_q6_k, no_side, no_prepare, kcompute<PanelQ6K>,
+                     gemv_q6_k};
+const Gemm gemm_q8_0{kPanelRows, bpanel_bytes, pack_q8_0, bside_bytes, prepare_q8_0_act<128>, bcompute, gemv_q8_0};
+const Gemm gemm_q4_0{kPanelRows, bpanel_bytes, pack_q4_0, bside_bytes, prepare_q8_0_act<8>, bcompute, gemv_q4_0};
 
 }  // namespace glia::cpu::simd::avx512
 

@@ -18,6 +18,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <cstring>
+#include <limits>
 
 #include "core/f16.h"
 #include "quant/blocks.h"
@@ -312,18 +313,28 @@ GLIA_TARGET_AVX512 void vec_dot_q6_k(int64_t n, float* s, const void* w, const v
 
 // ---------------------------------------------------------------- activation quantizers
 
+namespace {
+constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;  // VFPCLASSPS: QNaN, +inf, -inf, SNaN
+}  // namespace
+
 // Bit-identical to quant::quantize_act for Q8_0: d = amax/127, q = rint(x * (127/amax)).
 GLIA_TARGET_AVX512 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
     BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
         const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        if (_mm512_fpclass_ps_mask(v0, kNonFinite) | _mm512_fpclass_ps_mask(v1, kNonFinite)) {
+            y[i].d = quant::kF16QuietNaN;  // the invalid block (quant/blocks.h)
+            std::memset(y[i].qs, 0, sizeof y[i].qs);
+            continue;
+        }
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
         const float d = amax / 127.f;
         const float id = amax != 0 ? 127.f / amax : 0.0f;
         y[i].d = f32_to_f16(d);
         const __m512 idv = _mm512_set1_ps(id);
-        // Truncating narrowing, as the scalar int8_t cast (matters only for inf/NaN inputs).
+        // Truncating narrowing: a non-finite product (amax below ~3.7e-37) converts to
+        // INT_MIN, whose low byte is the scalar code's 0.
         const __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, idv)));
         const __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, idv)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs), q0);
@@ -338,7 +349,17 @@ GLIA_TARGET_AVX512 void quantize_act_q8_k(const float* x, void* dst, int64_t n) 
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
         __m512 mx = _mm512_setzero_ps();
-        for (int j = 0; j < kQK_K; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        __mmask16 bad = 0;
+        for (int j = 0; j < kQK_K; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            bad |= _mm512_fpclass_ps_mask(v, kNonFinite);
+            mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, v));
+        }
+        if (bad) {  // the invalid block (quant/blocks.h)
+            std::memset(&y[i], 0, sizeof(BlockQ8_K));
+            y[i].d = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
         const float amax = _mm512_reduce_max_ps(mx);
         if (amax == 0) {
             std::memset(&y[i], 0, sizeof(BlockQ8_K));

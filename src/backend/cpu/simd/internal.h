@@ -1,6 +1,7 @@
 // Per-level kernel declarations, internal to src/backend/cpu/simd. The public entry point
 // is the table in simd.h.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cpu/simd/simd.h"
@@ -30,6 +31,15 @@ namespace avx2 { GLIA_SIMD_LEVEL_DECLS }
 namespace avx512 {
 GLIA_SIMD_LEVEL_DECLS
 extern const Gemm gemm_q4_k, gemm_q5_k, gemm_q6_k, gemm_q8_0, gemm_q4_0;
+#define GLIA_GEMV_DECL(name)                                                                                  \
+    void name(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act, \
+              size_t act_stride, int nt, float* out, size_t out_stride);
+GLIA_GEMV_DECL(gemv_q4_k)
+GLIA_GEMV_DECL(gemv_q5_k)
+GLIA_GEMV_DECL(gemv_q6_k)
+GLIA_GEMV_DECL(gemv_q8_0)
+GLIA_GEMV_DECL(gemv_q4_0)
+#undef GLIA_GEMV_DECL
 }  // namespace avx512
 #undef GLIA_SIMD_LEVEL_DECLS
 

@@ -26,6 +26,11 @@ struct MatmulAct {
     size_t side_row = 0;
 };
 
+// Whether products with K columns follow the packed GEMM's arithmetic at every token count
+// (the type has a GEMM and K % 256 == 0): fewer tokens than kGemmMinTokens then run
+// Gemm::gemv, which gives the GEMM's bits; otherwise every count runs the row dot product.
+bool matmul_gemm_bits(const simd::TypeKernels& kk, int64_t K);
+// Whether T tokens take the packed GEMM itself.
 bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T);
 
 // Quantizes T rows of K floats (rows x_row bytes apart) into `scratch` (grown only when

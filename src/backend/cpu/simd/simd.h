@@ -49,6 +49,13 @@ struct Gemm {
     void (*compute)(const void* panel, int nr, int64_t K, const uint8_t* act, size_t act_stride,
                     const uint8_t* side, size_t side_stride, int nt, float* out, size_t out_stride,
                     bool accumulate);
+    // The same products for a few tokens straight from the weights' file layout (rows
+    // `row_stride` bytes apart; no side data): out[c * out_stride + r] for r < nr, c < nt,
+    // bit-identical to compute() called over the slices [k0, k0 + slice_k) of K as the
+    // matmul driver does (K a multiple of 256). So a sequence's outputs do not depend on
+    // how many tokens share its step.
+    void (*gemv)(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+                 size_t act_stride, int nt, float* out, size_t out_stride);
 };
 
 struct TypeKernels {

@@ -1,0 +1,420 @@
+// AVX-512 VNNI products of a few tokens that give the packed GEMM's bits (see simd.h,
+// Gemm::gemv, and avx512_gemm.cpp).
+//
+// A batch must not change any sequence's logits, so the one-token path (decode) and the
+// packed GEMM (prefill, batched decode) compute every output the same way: per block the
+// same exact integer sums, then the same float steps in the same order, one vector lane a
+// weight row. These kernels read the weights in their file layout (no packing: decode is
+// memory-bound and a packed Q4_K panel is twice the bytes) and get each row's integer sums
+// with the row kernels' instructions (VPMADDUBSW/VPMADDWD or VPDPBUSD, whose order does not
+// matter: integer sums are exact). A 16-row transposing reduction then puts row r's sums in
+// lane r, where the float steps are the GEMM micro-kernel's:
+//  - K-quants: t = d * isum - dmin * msum (one rounding for the product, one fused
+//    negative multiply-add), acc = fma(t, d_act, acc) per super-block;
+//  - Q8_0 / Q4_0: acc = fma(dot, d_w * d_act, acc) per 32-block;
+// and the K columns are cut into the same slices, each slice summed from zero and then
+// added onto the previous slices (acc + out).
+#include "backend/cpu/simd/internal.h"
+
+#ifdef GLIA_SIMD_X86
+#include <immintrin.h>
+
+// GCC 12 warns about its own _mm512_undefined_* in casts and conversions, and about the
+// vector ABI of target-attributed helpers; both are harmless here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "quant/blocks.h"
+
+namespace glia::cpu::simd::avx512 {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+using quant::BlockQ8_K;
+using quant::kQK;
+using quant::kQK_K;
+
+namespace {
+
+constexpr int kLanes = 16;
+
+GLIA_TARGET_AVX512 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline int64_t load_u64(const void* p) {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+// 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K block, as bytes.
+inline void k4_unpack_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    const uint32_t s[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
+    const uint32_t mm[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
+    std::memcpy(sc, s, 8);
+    std::memcpy(m, mm, 8);
+}
+
+// Byte-shuffle control: the 8 scale bytes (repeated in every 128-bit lane) to int16 lanes,
+// sc[2j] in the low 256 bits and sc[2j+1] in the high 256 bits.
+GLIA_TARGET_AVX512 inline __m512i k4_scale_shuffle(int j) {
+    const __m256i lo = _mm256_set1_epi16(int16_t(0x8000 | (2 * j)));
+    const __m256i hi = _mm256_set1_epi16(int16_t(0x8000 | (2 * j + 1)));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// sum_j m[j] * (bsums[2j] + bsums[2j+1]) of a Q4_K/Q5_K block, spread over 8 lanes.
+GLIA_TARGET_AVX512 inline __m256i k4_min_term(const uint8_t m[8], const int16_t* bsums) {
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), mm);
+}
+
+GLIA_TARGET_AVX512 inline __m512i ld2(const void* p0, const void* p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p0))),
+                              _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1);
+}
+
+GLIA_TARGET_AVX512 inline __m256i nib(const uint8_t* q) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    return _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+}
+
+// Two int32 sums per row packed in one vector: lanes 0..7 are the parts of the first,
+// lanes 8..15 the parts of the second.
+GLIA_TARGET_AVX512 inline __m512i halves(__m256i first, __m256i second) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
+}
+GLIA_TARGET_AVX512 inline __m256i fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// The transposing reduction, in two stages. v[i] (i < 4) holds row i's two sums in parts
+// (see halves); the result holds, per 128-bit lane L, rows 0..3's sums of their parts in
+// lane L (lanes 0-1 belong to the first sum, lanes 2-3 to the second).
+GLIA_TARGET_AVX512 inline __m512i reduce_quad(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    // per 128-bit lane: [r0, r1, r0, r1] and [r2, r3, r2, r3], two parts summed
+    const __m512i a0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i a1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    // per 128-bit lane: [r0, r1, r2, r3], four parts summed
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a0, a1), _mm512_unpackhi_epi64(a0, a1));
+}
+// Four quads (rows 0-3, 4-7, 8-11, 12-15) to lane r = row r's first / second sum.
+GLIA_TARGET_AVX512 inline void reduce_quads(const __m512i (&b)[4], __m512i& first, __m512i& second) {
+    // [rows 0-3 first, rows 0-3 second, rows 4-7 first, rows 4-7 second], then rows 8-15
+    const __m512i c0 = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i c1 = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm512_shuffle_i32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    first = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
+    second = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// f16 halves of 32-bit lanes to float.
+GLIA_TARGET_AVX512 inline __m512 low_f16(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+GLIA_TARGET_AVX512 inline __m512 high_f16(__m512i v) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+}
+
+// The slice bookkeeping shared by every kernel: each slice's sum starts from zero and is
+// added onto the earlier slices as the GEMM's store does (acc + out).
+struct SliceSum {
+    __m512 total, acc;
+    bool first = true;
+    GLIA_TARGET_AVX512 SliceSum() : total(_mm512_setzero_ps()), acc(_mm512_setzero_ps()) {}
+    GLIA_TARGET_AVX512 void close() {
+        total = first ? acc : _mm512_add_ps(acc, total);
+        first = false;
+        acc = _mm512_setzero_ps();
+    }
+};
+
+GLIA_TARGET_AVX512 inline void store_rows(float* out, int rows, __m512 v) {
+    _mm512_mask_storeu_ps(out, rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1), v);
+}
+
+// Software prefetch: the same unit kPrefetchRows rows further on, which the quad after
+// next reads. (A fixed distance along each row is worse here: four rows are read side by
+// side, and the next rows' data is what is needed soonest. Measured on the 2-core EPYC,
+// DRAM-cold, qwen3-0.6b shapes: 4 rows ahead 1.3-1.6x the time of 8, 2048 bytes along
+// the row 1.5-2x.) Addresses past the matrix are only prefetched, never read.
+constexpr int kPrefetchRows = 8;
+inline void prefetch_rows_ahead(const uint8_t* blk, size_t row_stride, size_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(blk) + kPrefetchRows * row_stride;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(reinterpret_cast<const void*>(p + o), 0, 3);
+}
+
+// The driver shared by both families. Per group of 16 rows and chunk of K: first the
+// integer sums, four rows side by side along K (each weight block read once, for every
+// token), reduced to one vector per quad of rows, and each row's f16 scales copied out;
+// then, per unit in K order, the four quads' sums transposed into lanes and the float
+// steps. (Gathering the scales in the second pass instead cost Q8_0 decode ~35 % on
+// DRAM-cold weights: a chunk of 16 rows no longer sits in L1 by then.)
+// A unit is what one Row::sums() call covers (a super-block, or two 32-blocks: kValues
+// columns, kBytes of a row, kAct activation blocks); Row::step applies the float steps of
+// one unit to the 16 lanes.
+constexpr int kTok = 4;     // tokens per pass
+constexpr int kChunk = 32;  // units per chunk: 4 x 32 x 4 vectors of 64 bytes = 32 KiB
+template <class Row>
+GLIA_TARGET_AVX512 void gemv_driver(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k,
+                                    const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
+    using Act = typename Row::Act;
+    const int64_t nu = K / Row::kValues, per_slice = std::max<int64_t>(1, slice_k / Row::kValues);
+    const typename Row::Consts k;
+    alignas(64) __m512i buf[kTok][kChunk][4];
+    alignas(64) uint32_t scales[kChunk][kLanes];  // each row's Row::scales() per unit
+    for (int r0 = 0; r0 < nr; r0 += kLanes) {
+        const int rows = std::min(kLanes, nr - r0);
+        const uint8_t* wg = w + size_t(r0) * row_stride;
+        for (int c0 = 0; c0 < nt; c0 += kTok) {
+            const int ntc = std::min(kTok, nt - c0);
+            const Act* y[kTok];
+            for (int c = 0; c < ntc; ++c) y[c] = reinterpret_cast<const Act*>(act + size_t(c0 + c) * act_stride);
+            SliceSum s[kTok];
+            for (int64_t u0 = 0; u0 < nu; u0 += kChunk) {
+                const int nu_c = static_cast<int>(std::min<int64_t>(kChunk, nu - u0));
+                for (int q = 0; q < 4; ++q) {
+                    const int nq = std::clamp(rows - 4 * q, 0, 4);  // rows of this quad
+                    const uint8_t* row = wg + size_t(4 * q) * row_stride + size_t(u0) * Row::kBytes;
+                    for (int u = 0; u < nu_c; ++u) {
+                        const uint8_t* blk = row + size_t(u) * Row::kBytes;
+                        for (int i = 0; i < 4; ++i) {
+                            if (i < nq) prefetch_rows_ahead(blk + size_t(i) * row_stride, row_stride, Row::kBytes);
+                            scales[u][4 * q + i] = i < nq ? Row::scales(blk + size_t(i) * row_stride) : 0;
+                        }
+                        for (int c = 0; c < ntc; ++c) {
+                            const Act* yc = y[c] + (u0 + u) * Row::kAct;
+                            __m512i v[4];
+                            for (int i = 0; i < 4; ++i)
+                                v[i] = i < nq ? Row::sums(blk + size_t(i) * row_stride, yc, k) : _mm512_setzero_si512();
+                            buf[c][u][q] = reduce_quad(v[0], v[1], v[2], v[3]);
+                        }
+                    }
+                }
+                for (int u = 0; u < nu_c; ++u) {
+                    const int64_t ui = u0 + u;
+                    const __m512i sc = _mm512_load_si512(scales[u]);
+                    for (int c = 0; c < ntc; ++c) {
+                        if (ui > 0 && ui % per_slice == 0) s[c].close();
+                        __m512i first, second;
+                        reduce_quads(buf[c][u], first, second);
+                        Row::step(first, second, sc, y[c] + ui * Row::kAct, s[c].acc);
+                    }
+                }
+            }
+            for (int c = 0; c < ntc; ++c) {
+                s[c].close();
+                store_rows(out + size_t(c0 + c) * out_stride + r0, rows, s[c].total);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- K-quants
+
+// The float steps of one super-block, as ktile's: t = fnmadd(msum, dmin, isum * d),
+// acc = fma(t, d_act, acc). `sc`: each row's d (low half) and dmin (high half), f16.
+GLIA_TARGET_AVX512 inline void kstep(__m512i isum, __m512i msum, __m512i sc, const BlockQ8_K* y, __m512& acc) {
+    const __m512 t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), high_f16(sc),
+                                      _mm512_mul_ps(_mm512_cvtepi32_ps(isum), low_f16(sc)));
+    acc = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc);
+}
+
+struct KConsts {
+    __m512i shuf[4];
+    GLIA_TARGET_AVX512 KConsts() {
+        for (int j = 0; j < 4; ++j) shuf[j] = k4_scale_shuffle(j);
+    }
+};
+
+template <size_t kBlockBytes>
+struct KRow {
+    using Act = BlockQ8_K;
+    using Consts = KConsts;
+    static constexpr int64_t kValues = kQK_K;
+    static constexpr size_t kBytes = kBlockBytes;
+    static constexpr int64_t kAct = 1;
+    GLIA_TARGET_AVX512 static void step(__m512i isum, __m512i msum, __m512i sc, const BlockQ8_K* y, __m512& acc) {
+        kstep(isum, msum, sc, y, acc);
+    }
+    // d (low half) and dmin (high half) as stored at the start of a Q4_K/Q5_K block.
+    static uint32_t scales(const uint8_t* blk) {
+        uint32_t v;
+        std::memcpy(&v, blk, 4);
+        return v;
+    }
+};
+
+// Row sums of one super-block for one token: [isum parts | msum parts] (see halves).
+struct RowQ4K : KRow<sizeof(BlockQ4_K)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
+        const auto& shuf = k.shuf;
+        const BlockQ4_K* x = reinterpret_cast<const BlockQ4_K*>(blk);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        uint8_t sc[8], m[8];
+        k4_unpack_scales(x->scales, sc, m);
+        const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
+        __m512i isum = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * j));
+            const __m512i wq = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+            const __m512i p = _mm512_maddubs_epi16(wq, _mm512_loadu_si512(y->qs + 64 * j));
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sc8, shuf[j])));
+        }
+        return halves(fold(isum), k4_min_term(m, y->bsums));
+    }
+};
+
+struct RowQ5K : KRow<sizeof(BlockQ5_K)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
+        const auto& shuf = k.shuf;
+        const BlockQ5_K* x = reinterpret_cast<const BlockQ5_K*>(blk);
+        const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
+        uint8_t sc[8], m[8];
+        k4_unpack_scales(x->scales, sc, m);
+        const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh)));
+        __m512i isum = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * j));
+            __m512i wq = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (2 * j))),
+                                                   _mm256_set1_epi8(char(1 << (2 * j + 1))), 1);
+            wq = _mm512_mask_add_epi8(wq, _mm512_test_epi8_mask(qh, bit), wq, b16);
+            const __m512i p = _mm512_maddubs_epi16(wq, _mm512_loadu_si512(y->qs + 64 * j));
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sc8, shuf[j])));
+        }
+        return halves(fold(isum), k4_min_term(m, y->bsums));
+    }
+};
+
+// Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d.
+struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
+    static uint32_t scales(const uint8_t* blk) {  // dmin = d
+        const uint16_t d = reinterpret_cast<const BlockQ6_K*>(blk)->d;
+        return uint32_t(d) | (uint32_t(d) << 16);
+    }
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts&) {
+        const BlockQ6_K* x = reinterpret_cast<const BlockQ6_K*>(blk);
+        const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x30);
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales));
+        const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+        const __m512i i0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        __m512i isum = _mm512_setzero_si512();
+        for (int c = 0; c < 2; ++c) {
+            const __m512i ql = _mm512_loadu_si512(x->ql + 64 * c);
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh + 32 * c));
+            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(qh, 4)),
+                                                   _mm256_slli_epi16(qh, 2), 1);
+            const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            const __m512i w0 = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), h01, m3, 0xF8);
+            const __m512i w1 =
+                _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23, m3, 0xF8);
+            const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(y->qs + 128 * c));
+            const __m512i p1 =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(y->qs + 128 * c + 64));
+            const __m512i s0 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c)), sc32);
+            const __m512i s1 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c + 4)), sc32);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p0, s0));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p1, s1));
+        }
+        const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->bsums)),
+                                              _mm256_cvtepi8_epi16(sc8));
+        return halves(fold(isum), _mm256_slli_epi32(off, 5));
+    }
+};
+
+// ---------------------------------------------------------------- 32-blocks
+
+// The float steps of two 32-blocks, as btile's: acc = fma(dot, d_w * d_act, acc), one
+// block after the other. `sc`: each row's d of the first (low half) and second block.
+GLIA_TARGET_AVX512 inline void bstep(__m512i dot0, __m512i dot1, __m512i sc, const BlockQ8_0* y, __m512& acc) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), _mm512_mul_ps(low_f16(sc), _mm512_set1_ps(h2f(y[0].d))), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), _mm512_mul_ps(high_f16(sc), _mm512_set1_ps(h2f(y[1].d))), acc);
+}
+
+struct NoConsts {};
+
+template <size_t kBlockBytes>
+struct BRow {
+    using Act = BlockQ8_0;
+    using Consts = NoConsts;
+    static constexpr int64_t kValues = 2 * kQK;
+    static constexpr size_t kBytes = 2 * kBlockBytes;
+    static constexpr int64_t kAct = 2;
+    GLIA_TARGET_AVX512 static void step(__m512i dot0, __m512i dot1, __m512i sc, const BlockQ8_0* y, __m512& acc) {
+        bstep(dot0, dot1, sc, y, acc);
+    }
+    // Both blocks' d (each block starts with it).
+    static uint32_t scales(const uint8_t* blk) {
+        uint16_t d0, d1;
+        std::memcpy(&d0, blk, 2);
+        std::memcpy(&d1, blk + kBlockBytes, 2);
+        return uint32_t(d0) | (uint32_t(d1) << 16);
+    }
+};
+
+// Row sums of two consecutive 32-blocks for one token: [block i parts | block i+1 parts].
+// Q8_0 weights are signed: their magnitudes are the unsigned operand, their signs go
+// onto the activations.
+struct RowQ8_0 : BRow<sizeof(BlockQ8_0)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y, const NoConsts&) {
+        const BlockQ8_0* x = reinterpret_cast<const BlockQ8_0*>(blk);
+        const __m512i wq = ld2(x[0].qs, x[1].qs);
+        const __m512i aq = ld2(y[0].qs, y[1].qs);
+        const __m512i sa = _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
+        return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), sa);
+    }
+};
+
+// Q4_0: nibbles 0..15 unsigned, the -8 offset as 8 * sum(a).
+struct RowQ4_0 : BRow<sizeof(BlockQ4_0)> {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_0* y, const NoConsts&) {
+        const BlockQ4_0* x = reinterpret_cast<const BlockQ4_0*>(blk);
+        const __m512i m4 = _mm512_set1_epi8(0x0F), eights = _mm512_set1_epi8(8);
+        const __m512i wq =
+            _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(nib(x[0].qs)), nib(x[1].qs), 1), m4);
+        const __m512i aq = ld2(y[0].qs, y[1].qs);
+        return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
+                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, aq));
+    }
+};
+
+}  // namespace
+
+void gemv_q4_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+               size_t act_stride, int nt, float* out, size_t out_stride) {
+    gemv_driver<RowQ4K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+}
+void gemv_q5_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+               size_t act_stride, int nt, float* out, size_t out_stride) {
+    gemv_driver<RowQ5K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+}
+void gemv_q6_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+               size_t act_stride, int nt, float* out, size_t out_stride) {
+    gemv_driver<RowQ6K>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+}
+void gemv_q8_0(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+               size_t act_stride, int nt, float* out, size_t out_stride) {
+    gemv_driver<RowQ8_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+}
+void gemv_q4_0(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
+               size_t act_stride, int nt, float* out, size_t out_stride) {
+    gemv_driver<RowQ4_0>(w, row_stride, nr, K, slice_k, act, act_stride, nt, out, out_stride);
+}
+
+}  // namespace glia::cpu::simd::avx512
+
+#endif  // GLIA_SIMD_X86
