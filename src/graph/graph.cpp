@@ -240,7 +240,8 @@ Tensor* Graph::softcap(Tensor* x, float cap) {
 }
 
 Tensor* Graph::argmax(Tensor* x) {
-    if (x->type != DType::F32 || x->nb[0] != sizeof(float)) fail("argmax: rows must be contiguous F32");
+    if (x->type != DType::F32 || x->nb[0] != sizeof(float) || x->ne[2] != 1 || x->ne[3] != 1)
+        fail("argmax: needs a matrix of contiguous F32 rows, got ", x->shape_str());
     Node n;
     n.op = Op::ARGMAX;
     n.src[0] = x;
