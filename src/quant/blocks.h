@@ -31,6 +31,18 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+
+// The 12 packed scale bytes of a Q4_K/Q5_K block as 8 six-bit scales (sc) and 8 six-bit
+// mins (m), one byte each (every SIMD kernel unpacks them this way).
+inline void unpack_k4_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    const uint32_t s[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
+    const uint32_t mm[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
+    std::memcpy(sc, s, 8);
+    std::memcpy(m, mm, 8);
+}
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 
 // The 16 non-linear levels of IQ4_NL / IQ4_XS.

@@ -121,6 +121,7 @@ struct Engine::Impl {
     std::vector<Deliverer> deliverers;
 
     Impl(const Model& m, const EngineOptions& o) : model(m), opt(o) {
+        if (const char* e = std::getenv("GLIA_GREEDY_IDS"); e && *e == '0') opt.greedy_ids = false;
         RunnerOptions ro;
         ro.n_ctx = opt.n_ctx;
         ro.n_slots = opt.n_parallel;
@@ -364,11 +365,7 @@ struct Engine::Impl {
         in.out_ids = out_ids.data();
         in.n_out = static_cast<int>(out_ids.size());
         // Only ids are needed when every output is a plain greedy pick.
-        static const bool ids_off = [] {
-            const char* e = std::getenv("GLIA_GREEDY_IDS");
-            return e && *e == '0';
-        }();
-        bool ids_only = opt.greedy_ids && !ids_off;
+        bool ids_only = opt.greedy_ids;
         for (const Sequence* s : out_seq)
             ids_only = ids_only && s->sampler->plain_greedy() && !s->matcher && s->req.logit_bias.empty() &&
                        !s->req.logprobs && s->req.top_logprobs == 0;

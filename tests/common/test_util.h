@@ -4,6 +4,8 @@
 #include <vector>
 #include <cstdint>
 
+#include "core/error.h"
+
 namespace glia::test {
 // $GLIA_SHARED, else the configured default (../shared next to the checkout).
 std::string shared_dir();
@@ -15,4 +17,13 @@ std::string read_text(const std::string& path);
 std::string glia_binary();
 // Runs a shell command, returns exit code; captures stdout (and stderr if asked).
 int run_command(const std::string& cmd, std::string* out);
+// Runs f; the text of the glia::Error it throws ("" when none).
+template <class F> std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
 }  // namespace glia::test

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "parallel/bootstrap.h"
+#include "test_util.h"
 
 namespace glia {
 namespace {
@@ -43,15 +44,7 @@ std::string blob() {
     return b;
 }
 
-// Runs f, returns its error text ("" when none).
-template <class F> std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using test::error_of;
 
 TEST(Bootstrap, EveryRankGetsRankZerosBlob) {
     const int port = free_port(), world = 4;

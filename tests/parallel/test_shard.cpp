@@ -15,14 +15,7 @@ namespace {
 
 std::string model_path(const std::string& stem) { return test::shared_dir() + "/models/" + stem + ".gguf"; }
 
-template <class F> std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using test::error_of;
 
 TEST(ShardProfile, HeadsKvHeadsAndFfnDivide) {
     auto m = Model::load(model_path("tiny-llama-f16"));  // 4 heads, 2 KV heads, FFN 256, vocab 512

@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 
 #include "dequant.cuh"
+#include "quant/quant.h"
 
 namespace glia::cuda {
 namespace {
@@ -207,20 +208,17 @@ __global__ void act_round_kernel(int kind, const char* x, int64_t nb1, int64_t n
 
 }  // namespace
 
-bool act_rounding(DType t) { return t != DType::F32; }
+// The weight type's vec_dot_type (the quant table's, as the CPU backend converts to).
+bool act_rounding(DType t) { return quant::traits(t).vec_dot_type != DType::F32; }
 
 void launch_act_round(DType t, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2, float* out,
                       cudaStream_t s) {
     int kind = 0;
-    switch (t) {
+    switch (quant::traits(t).vec_dot_type) {
         case DType::F16: kind = 1; break;
         case DType::BF16: kind = 2; break;
-        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL:
-            kind = 32;
-            break;
-        case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
-            kind = 256;
-            break;
+        case DType::Q8_0: case DType::Q8_1: kind = 32; break;
+        case DType::Q8_K: kind = 256; break;
         default: fail("cuda: no activation rounding for ", dtype_name(t));
     }
     if (kind >= 32 && K % kind != 0) fail("cuda: activation rows of ", K, " values are not whole ", kind, "-value blocks");

@@ -60,15 +60,6 @@ GLIA_TARGET_AVX2 inline __m256 ld_f16(const uint16_t* p) {
 
 GLIA_TARGET_AVX2 inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-inline void k4_unpack_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    const uint32_t s[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
-    const uint32_t mm[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
-    std::memcpy(sc, s, 8);
-    std::memcpy(m, mm, 8);
-}
 
 GLIA_TARGET_AVX2 inline __m256i k4_min_term(const uint8_t m[8], const int16_t* bsums) {
     const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
@@ -153,7 +144,7 @@ GLIA_TARGET_AVX2 void vec_dot_q4_k(int64_t n, float* s, const void* w, const voi
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / kQK_K; ++i) {
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x[i].scales, sc, m);
+        quant::unpack_k4_scales(x[i].scales, sc, m);
         __m256i isum = _mm256_setzero_si256();
         for (int j = 0; j < 4; ++j) {
             const __m256i q = loadu(x[i].qs + 32 * j);
@@ -177,7 +168,7 @@ GLIA_TARGET_AVX2 void vec_dot_q5_k(int64_t n, float* s, const void* w, const voi
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / kQK_K; ++i) {
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x[i].scales, sc, m);
+        quant::unpack_k4_scales(x[i].scales, sc, m);
         const __m256i qh = loadu(x[i].qh);
         __m256i isum = _mm256_setzero_si256();
         for (int j = 0; j < 4; ++j) {

@@ -100,17 +100,6 @@ inline int32_t load_i32(const void* p) {
     return v;
 }
 
-void k4_unpack_scales(const uint8_t* q, uint8_t sc[8], uint8_t m[8]) {
-    for (int j = 0; j < 8; ++j) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            m[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-            m[j] = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-        }
-    }
-}
 
 // ---------------------------------------------------------------- packing
 
@@ -140,7 +129,7 @@ GLIA_TARGET_AVX512 void pack_q4_k(const uint8_t* w, size_t stride, int nr, int64
                 float d = 0, dmin = 0;
                 if (l < rows) {
                     const auto* b = reinterpret_cast<const BlockQ4_K*>(blk + size_t(l) * stride);
-                    k4_unpack_scales(b->scales, sc, m);
+                    quant::unpack_k4_scales(b->scales, sc, m);
                     d = f16_to_f32(b->d);
                     dmin = f16_to_f32(b->dmin);
                 }
@@ -180,7 +169,7 @@ GLIA_TARGET_AVX512 void pack_q5_k(const uint8_t* w, size_t stride, int nr, int64
                 float d = 0, dmin = 0;
                 if (l < rows) {
                     const auto* b = reinterpret_cast<const BlockQ5_K*>(blk + size_t(l) * stride);
-                    k4_unpack_scales(b->scales, sc, m);
+                    quant::unpack_k4_scales(b->scales, sc, m);
                     d = f16_to_f32(b->d);
                     dmin = f16_to_f32(b->dmin);
                 }

@@ -54,16 +54,6 @@ inline int64_t load_u64(const void* p) {
     return v;
 }
 
-// 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K block, as bytes.
-inline void k4_unpack_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    const uint32_t s[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
-    const uint32_t mm[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
-    std::memcpy(sc, s, 8);
-    std::memcpy(m, mm, 8);
-}
 
 // Byte-shuffle control: the 8 scale bytes (repeated in every 128-bit lane) to int16 lanes,
 // sc[2j] in the low 256 bits and sc[2j+1] in the high 256 bits.
@@ -262,7 +252,7 @@ struct RowQ4K : KRow<sizeof(BlockQ4_K)> {
         const BlockQ4_K* x = reinterpret_cast<const BlockQ4_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x->scales, sc, m);
+        quant::unpack_k4_scales(x->scales, sc, m);
         const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
         __m512i isum = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {
@@ -282,7 +272,7 @@ struct RowQ5K : KRow<sizeof(BlockQ5_K)> {
         const BlockQ5_K* x = reinterpret_cast<const BlockQ5_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x->scales, sc, m);
+        quant::unpack_k4_scales(x->scales, sc, m);
         const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh)));
         __m512i isum = _mm512_setzero_si512();

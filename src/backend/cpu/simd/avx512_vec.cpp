@@ -38,17 +38,6 @@ namespace {
 
 GLIA_TARGET_AVX512 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// Unpacks the 12 packed scale bytes of a Q4_K/Q5_K block into 8 six-bit scales (sc) and
-// 8 six-bit mins (m), as bytes.
-inline void k4_unpack_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    const uint32_t s[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
-    const uint32_t mm[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
-    std::memcpy(sc, s, 8);
-    std::memcpy(m, mm, 8);
-}
 
 // Software prefetch of the weight stream, kPrefetch bytes ahead of the block being read
 // (the rows of a thread's range are contiguous, so this runs into the next rows).
@@ -215,7 +204,7 @@ GLIA_TARGET_AVX512 void vec_dot_q4_k(int64_t n, float* s, const void* w, const v
     for (int64_t i = 0; i < nb; ++i) {
         prefetch_ahead(x + i, sizeof(BlockQ4_K));
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x[i].scales, sc, m);
+        quant::unpack_k4_scales(x[i].scales, sc, m);
         const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
         __m512i isum = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {
@@ -245,7 +234,7 @@ GLIA_TARGET_AVX512 void vec_dot_q5_k(int64_t n, float* s, const void* w, const v
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         uint8_t sc[8], m[8];
-        k4_unpack_scales(x[i].scales, sc, m);
+        quant::unpack_k4_scales(x[i].scales, sc, m);
         const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh)));
         __m512i isum = _mm512_setzero_si512();
