@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 #include "graph/graph.h"
@@ -24,6 +25,41 @@ struct Rows {
     __host__ static Rows of(const Tensor& t) { return {static_cast<const char*>(t.data), int64_t(t.nb[1]), int64_t(t.nb[2]), t.ne[0], t.ne[1]}; }
     __device__ const float* f(int64_t i1, int64_t i2 = 0) const { return reinterpret_cast<const float*>(p + i1 * nb1 + i2 * nb2); }
 };
+
+// Programmatic dependent launch (sm_90). A kernel started with launch_pdl may begin while
+// the kernel before it on the stream is still running: before pdl_wait() it may only read
+// what no kernel writes during a step (weights); every read of activations, state or scratch
+// and every write comes after it, on every path (a block that returns early waits first, so
+// the grid never completes before its predecessor). pdl_wait() returns when the predecessor
+// has completed and its writes are visible; it is a no-op for a kernel launched plainly.
+// pdl_next() lets the next kernel start early (it takes effect once every block has called
+// it or exited). GLIA_CUDA_PDL=0 launches everything plainly (A/B, bisecting).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+bool pdl_enabled();
+// Launches kernel k (which calls pdl_wait as above) allowed to overlap its predecessor.
+template <typename... P, typename... A>
+void launch_pdl(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);  // errors: cudaGetLastError() after
+}
 
 __device__ inline float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ inline uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }

@@ -24,6 +24,14 @@
 
 namespace glia::cuda {
 
+bool pdl_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_CUDA_PDL");
+        return !(e && *e == '0');
+    }();
+    return on;
+}
+
 int device_count() {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

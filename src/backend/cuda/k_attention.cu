@@ -15,6 +15,8 @@ namespace {
 
 __global__ void store_kv_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* kc, int64_t kc_row, uint16_t* vc,
                                 int64_t vc_row, int64_t hd, int64_t hd_v, int64_t n_kv) {
+    pdl_next();
+    pdl_wait();
     const int64_t t = blockIdx.x;
     uint16_t* kr = kc + int64_t(cells[t]) * kc_row;
     uint16_t* vr = vc + int64_t(cells[t]) * vc_row;
@@ -76,6 +78,8 @@ __device__ void merge_head(const float* pp, int ns, int hd_v, float* out, int la
 template <int PL>
 __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     extern __shared__ float qs[];
+    pdl_next();
+    pdl_wait();
     const int split = blockIdx.x, hk = blockIdx.y;
     const int64_t t = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -219,6 +223,8 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
 // (when no counters were given).
 __global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const float* part, float* out, int n_head,
                                     int hd_v, int64_t T) {
+    pdl_next();
+    pdl_wait();
     const int64_t job = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (job >= T * n_head) return;
@@ -239,7 +245,7 @@ void launch_split(dim3 grid, size_t smem, cudaStream_t s, const AttnJob& J) {
         }();
         if (!attr) fail("cuda: attention needs ", smem, " bytes of shared memory per block");
     }
-    attend_split_kernel<PL><<<grid, kWarps * 32, smem, s>>>(J);
+    launch_pdl(attend_split_kernel<PL>, grid, dim3(kWarps * 32), smem, s, J);
 }
 
 // Tokens per launch, so that the split results fit the scratch budget.
@@ -270,9 +276,9 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
     Tensor& kc = *n.src[AttnArg::K_CACHE];
     Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
-    store_kv_kernel<<<unsigned(T), 128, 0, s>>>(Rows::of(k), Rows::of(v), n.src[AttnArg::CELLS]->ptr<int32_t>(),
-                                                kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(),
-                                                int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
+    launch_pdl(store_kv_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
+               n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(),
+               int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
     const Tensor& pages = *n.src[AttnArg::PAGES];
     const int64_t group = n_head / n_kv;
     const int64_t chunk = tokens_per_launch(n_head, hd_v);
@@ -302,8 +308,8 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
         else launch_split<16>(grid, smem, s, J);
         const int64_t jobs = nt * n_head;
         if (!counters)
-            attend_merge_kernel<<<unsigned((jobs * 32 + 127) / 128), 128, 0, s>>>(J.pos, J.ap, scratch, J.out, int(n_head),
-                                                                              int(hd_v), nt);
+            launch_pdl(attend_merge_kernel, dim3(unsigned((jobs * 32 + 127) / 128)), dim3(128), 0, s, J.pos, J.ap,
+                       static_cast<const float*>(scratch), J.out, int(n_head), int(hd_v), nt);
     }
 }
 

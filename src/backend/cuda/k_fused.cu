@@ -9,6 +9,8 @@ namespace {
 
 // One block (256 threads) per row: sum = a + b (stored), then the row's RMS norm of sum.
 __global__ void add_rms_norm_kernel(Rows a, Rows b, float* sum, const float* w, float eps, float* out, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
     const int64_t r = blockIdx.x;
     const float* ar = a.f(r % a.ne1, r / a.ne1);
     const float* br = b.f(r % b.ne1, r / b.ne1);
@@ -41,9 +43,9 @@ void launch_add_rms_norm(const Node& add, const Node& norm, cudaStream_t s) {
     const Tensor& b = *add.src[BinaryArg::B];
     const Tensor* w = norm.src[NormArg::W];
     const int64_t rows = a.ne[1] * a.ne[2];
-    add_rms_norm_kernel<<<unsigned(rows), 256, 0, s>>>(Rows::of(a), Rows::of(b), add.out->ptr<float>(),
-                                                       w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps,
-                                                       norm.out->ptr<float>(), a.ne[0]);
+    launch_pdl(add_rms_norm_kernel, dim3(unsigned(rows)), dim3(256), 0, s, Rows::of(a), Rows::of(b),
+               add.out->ptr<float>(), w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps, norm.out->ptr<float>(),
+               a.ne[0]);
 }
 
 }  // namespace glia::cuda

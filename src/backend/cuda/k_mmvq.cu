@@ -184,6 +184,8 @@ __device__ __forceinline__ void quantize_block256(const float* __restrict__ x, i
 template <int NS>
 __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, int8_t* __restrict__ xq,
                                   float* __restrict__ xd, int* __restrict__ xs) {
+    pdl_next();
+    pdl_wait();
     const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     const int nb = K / 256;
@@ -219,6 +221,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
                                                    int T, int sb_per_seg, const float* __restrict__ x32) {
     extern __shared__ float part[];
     constexpr int C = Pk<D>::C, NS = Pk<D>::NS;
+    pdl_next();
     int mi = 0;
 #pragma unroll
     for (int i = 1; i < kMaxMats; ++i)
@@ -252,6 +255,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
         uint32_t sa = 0, sb = 0;
         if (j0 < j1) load(wa, sa, j0);
         if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
+        pdl_wait();  // the weights' loads are out; x is the previous kernel's
         // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 8 scales).
         uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * kSbBytes;
         int8_t* q8 = reinterpret_cast<int8_t*>(mine);
@@ -277,6 +281,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
             }
         }
     } else {
+        pdl_wait();
         for (int j = j0; j < j1; ++j) {
             uint32_t w[4 * C], sd;
             load(w, sd, j);
@@ -314,6 +319,8 @@ struct MatOffsets {
 
 // out = sum of the segment sums in order from 0 (as the dp4a kernel adds its warps' sums).
 __global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, MatOffsets po, int T, int nseg) {
+    pdl_next();
+    pdl_wait();
     const int m = blockIdx.y;
     const int64_t n = int64_t(ms.N[m]) * T;
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -569,7 +576,9 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
 
-    auto issue = [&](int stage, int j) {
+    pdl_next();
+    // The weights' copies of a stage (no kernel writes them) and the activations' copies.
+    auto issue_w = [&](int stage, int j) {
         uint8_t* st = smem + stage * St::kBytes;
         int4* wsm = reinterpret_cast<int4*>(st);
         for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
@@ -585,6 +594,9 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
                           : reinterpret_cast<const int4*>(side),
                        ok);
         }
+    };
+    auto issue_x = [&](int stage, int j) {
+        uint8_t* st = smem + stage * St::kBytes;
         int8_t* xsm = reinterpret_cast<int8_t*>(st + St::kW + St::kSide);
         for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
             const int tok = idx >> 4, ch = idx & 15;
@@ -617,11 +629,13 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) seg[nt][i] = 0.0f, tot[nt][i] = 0.0f;
-    if (jb < je) issue(0, jb);
+    if (jb < je) issue_w(0, jb);
+    pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
+    if (jb < je) issue_x(0, jb);
     cp_async_commit();
     for (int j = jb; j < je; ++j) {
         const int stage = (j - jb) & 1;
-        if (j + 1 < je) issue(stage ^ 1, j + 1);
+        if (j + 1 < je) issue_w(stage ^ 1, j + 1), issue_x(stage ^ 1, j + 1);
         cp_async_commit();
         cp_async_wait1();
         __syncthreads();
@@ -691,6 +705,8 @@ __global__ void pack_kernel(DType t, const uint8_t* __restrict__ src, size_t row
 template <DType D>
 __global__ void get_rows_packed_kernel(const int4* __restrict__ W, const uint16_t* __restrict__ side,
                                        const int32_t* __restrict__ ids, float* __restrict__ out, int K) {
+    pdl_next();
+    pdl_wait();
     constexpr int C = Pk<D>::C;
     const int64_t t = blockIdx.y;
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -794,7 +810,8 @@ void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, c
         return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
-    mmq_kernel<D><<<grid, 128, bytes, s>>>(mt, q.q, q.d, q.s, K, T, sbs, spb, q.part, po);
+    launch_pdl(mmq_kernel<D>, grid, dim3(128), size_t(bytes), s, mt, static_cast<const int8_t*>(q.q),
+               static_cast<const float*>(q.d), static_cast<const int*>(q.s), K, T, sbs, spb, q.part, po);
 }
 
 template <DType D, int NT>
@@ -803,7 +820,8 @@ void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, co
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
     if (x32) smem += size_t(nseg) * sbs * kSbBytes;
-    mmvq_kernel<D, NT><<<grid, nseg * 32, smem, s>>>(ms, x.q, x.d, x.s, K, T, sbs, x32);
+    launch_pdl(mmvq_kernel<D, NT>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, static_cast<const int8_t*>(x.q),
+               static_cast<const float*>(x.d), static_cast<const int*>(x.s), K, T, sbs, x32);
 }
 
 template <DType D>
@@ -867,10 +885,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {
         const unsigned blocks = unsigned((threads + 255) / 256);
-        if (w0.type == DType::Q8_0)
-            quantize_x_kernel<8><<<blocks, 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
-        else
-            quantize_x_kernel<1><<<blocks, 256, 0, s>>>(x.ptr<float>(), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
+        launch_pdl(w0.type == DType::Q8_0 ? quantize_x_kernel<8> : quantize_x_kernel<1>, dim3(blocks), dim3(256), 0,
+                   s, static_cast<const float*>(x.ptr<float>()), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
     }
     MatSet ms{};
     ms.n = count;
@@ -910,7 +926,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
             int maxn = 0;
             for (int m = 0; m < count; ++m) maxn = std::max(maxn, ms.N[m]);
             const int64_t n = int64_t(maxn) * T;
-            mmq_reduce_kernel<<<dim3(unsigned((n + 255) / 256), unsigned(count)), 256, 0, s>>>(ms, q.part, po, T, nseg);
+            launch_pdl(mmq_reduce_kernel, dim3(unsigned((n + 255) / 256), unsigned(count)), dim3(256), 0, s, ms,
+                       static_cast<const float*>(q.part), po, T, nseg);
         }
         return;
     }
@@ -932,9 +949,9 @@ void launch_get_rows_packed(const Node& n, cudaStream_t s) {
     const int4* W = static_cast<const int4*>(table.data);
     const uint16_t* side = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(table.data) + ps.main_bytes());
     switch (table.type) {
-        case DType::Q4_K: get_rows_packed_kernel<DType::Q4_K><<<grid, 64, 0, s>>>(W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
-        case DType::Q6_K: get_rows_packed_kernel<DType::Q6_K><<<grid, 64, 0, s>>>(W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
-        case DType::Q8_0: get_rows_packed_kernel<DType::Q8_0><<<grid, 64, 0, s>>>(W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
+        case DType::Q4_K: launch_pdl(get_rows_packed_kernel<DType::Q4_K>, grid, dim3(64), 0, s, W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
+        case DType::Q6_K: launch_pdl(get_rows_packed_kernel<DType::Q6_K>, grid, dim3(64), 0, s, W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
+        case DType::Q8_0: launch_pdl(get_rows_packed_kernel<DType::Q8_0>, grid, dim3(64), 0, s, W, side, ids.ptr<int32_t>(), n.out->ptr<float>(), K); break;
         default: fail("cuda: no packed rows for ", dtype_name(table.type));
     }
 }

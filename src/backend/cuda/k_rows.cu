@@ -8,6 +8,8 @@ namespace {
 
 template <DType T>
 __global__ void get_rows_kernel(const uint8_t* table, int64_t row_bytes, const int32_t* ids, float* out, int64_t n) {
+    pdl_next();
+    pdl_wait();
     const int64_t t = blockIdx.y;
     const uint8_t* row = table + int64_t(ids[t]) * row_bytes;
     for (int64_t c = blockIdx.x * blockDim.x + threadIdx.x; c < n / 32; c += gridDim.x * blockDim.x) {
@@ -20,6 +22,8 @@ __global__ void get_rows_kernel(const uint8_t* table, int64_t row_bytes, const i
 
 // One block per row: sum of squares in double-free float (block reduction), then scale.
 __global__ void rms_norm_kernel(Rows x, const float* w, float eps, float* out, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
     const int64_t r = blockIdx.x, i1 = r % x.ne1, i2 = r / x.ne1;
     const float* xr = x.f(i1, i2);
     float ss = 0;
@@ -38,6 +42,8 @@ __device__ inline float gelu_ref(float x) {
 }
 
 __global__ void binary_kernel(Op op, Rows a, Rows b, bool bcast, float s, float* out, int64_t ne0, int64_t rows) {
+    pdl_next();
+    pdl_wait();
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= ne0 * rows) return;
     const int64_t r = idx / ne0, i = idx % ne0;
@@ -60,6 +66,8 @@ __global__ void binary_kernel(Op op, Rows a, Rows b, bool bcast, float s, float*
 // divided by the pair's frequency factor when there are some (ROPE_FREQS).
 __global__ void rope_kernel(Rows x, const int32_t* pos, const float* freqs, RopeParams p, float theta_scale,
                             float* out, int64_t hd, int64_t n_head, int64_t T) {
+    pdl_next();
+    pdl_wait();
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     const int64_t pairs = hd / 2;
     if (idx >= pairs * n_head * T) return;
@@ -92,17 +100,17 @@ void launch_get_rows(const Node& n, cudaStream_t s) {
     const Tensor& ids = *n.src[GetRowsArg::IDS];
     const int64_t E = table.ne[0], T = ids.ne[0];
     const dim3 grid(unsigned((E / 32 + 127) / 128), unsigned(T));
-    GLIA_CUDA_TYPE_SWITCH(table.type, (get_rows_kernel<D><<<grid, 128, 0, s>>>(
-                                          static_cast<const uint8_t*>(table.data), int64_t(table.nb[1]),
-                                          ids.ptr<int32_t>(), n.out->ptr<float>(), E)));
+    GLIA_CUDA_TYPE_SWITCH(table.type, (launch_pdl(get_rows_kernel<D>, grid, dim3(128), 0, s,
+                                                     static_cast<const uint8_t*>(table.data), int64_t(table.nb[1]),
+                                                     ids.ptr<int32_t>(), n.out->ptr<float>(), E)));
 }
 
 void launch_rms_norm(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[NormArg::X];
     const Tensor* w = n.src[NormArg::W];
     const int64_t rows = x.ne[1] * x.ne[2];
-    rms_norm_kernel<<<unsigned(rows), 256, 0, s>>>(Rows::of(x), w ? w->ptr<float>() : nullptr, n.p<NormParams>().eps,
-                                                   n.out->ptr<float>(), x.ne[0]);
+    launch_pdl(rms_norm_kernel, dim3(unsigned(rows)), dim3(256), 0, s, Rows::of(x), w ? w->ptr<float>() : nullptr,
+               n.p<NormParams>().eps, n.out->ptr<float>(), x.ne[0]);
 }
 
 void launch_binary(const Node& n, cudaStream_t s) {
@@ -115,8 +123,8 @@ void launch_binary(const Node& n, cudaStream_t s) {
     Rows rb{};
     if (b) rb = Rows::of(*b);
     const int64_t total = ne0 * rows;
-    binary_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(n.op, Rows::of(a), rb, b && b->n_rows() == 1, p,
-                                                                n.out->ptr<float>(), ne0, rows);
+    launch_pdl(binary_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, n.op, Rows::of(a), rb,
+               b && b->n_rows() == 1, p, n.out->ptr<float>(), ne0, rows);
 }
 
 namespace {
@@ -129,6 +137,8 @@ __device__ __forceinline__ void argmax_take(float& bv, int& bi, float v, int i) 
 
 // One block per row.
 __global__ void argmax_kernel(Rows x, int64_t n, int32_t* __restrict__ out) {
+    pdl_next();
+    pdl_wait();
     const int64_t r = blockIdx.x;
     const float* v = x.f(r);
     float bv = -INFINITY;
@@ -160,7 +170,8 @@ __global__ void argmax_kernel(Rows x, int64_t n, int32_t* __restrict__ out) {
 
 void launch_argmax(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[0];
-    argmax_kernel<<<unsigned(x.n_rows()), 1024, 0, s>>>(Rows::of(x), x.ne[0], n.out->ptr<int32_t>());
+    launch_pdl(argmax_kernel, dim3(unsigned(x.n_rows())), dim3(1024), 0, s, Rows::of(x), x.ne[0],
+               n.out->ptr<int32_t>());
 }
 
 void launch_rope(const Node& n, cudaStream_t s) {
@@ -170,8 +181,8 @@ void launch_rope(const Node& n, cudaStream_t s) {
     const float theta_scale = powf(p.freq_base, -2.0f / float(p.n_dims));
     const int64_t total = hd / 2 * nh * T;
     const float* freqs = n.op == Op::ROPE_FREQS ? n.src[RopeFreqsArg::FREQS]->ptr<float>() : nullptr;
-    rope_kernel<<<unsigned((total + 255) / 256), 256, 0, s>>>(Rows::of(x), n.src[RopeArg::POS]->ptr<int32_t>(), freqs,
-                                                              p, theta_scale, n.out->ptr<float>(), hd, nh, T);
+    launch_pdl(rope_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, Rows::of(x),
+               n.src[RopeArg::POS]->ptr<int32_t>(), freqs, p, theta_scale, n.out->ptr<float>(), hd, nh, T);
 }
 
 }  // namespace glia::cuda
