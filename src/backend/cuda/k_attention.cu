@@ -24,6 +24,25 @@ __global__ void store_kv_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* 
     for (int64_t i = threadIdx.x; i < n_kv * hd_v; i += blockDim.x) vr[i] = f2h(v.f(i / hd_v, t)[i % hd_v]);
 }
 
+// The same with a block per (token, KV head) and a thread per 4 values (8-byte f16 stores):
+// every load of the block in flight at once (rows of k and v 16-byte aligned, cache rows 8).
+__global__ void store_kv4_kernel(Rows k, Rows v, const int32_t* cells, uint16_t* kc, int64_t kc_row, uint16_t* vc,
+                                 int64_t vc_row, int hd, int hd_v) {
+    pdl_next();
+    pdl_wait();
+    const int64_t t = blockIdx.x;
+    const int h = blockIdx.y, i = threadIdx.x;
+    const int64_t cell = cells[t];
+    auto put = [](uint16_t* dst, float4 x) {
+        uint2 u;
+        u.x = uint32_t(f2h(x.x)) | (uint32_t(f2h(x.y)) << 16);
+        u.y = uint32_t(f2h(x.z)) | (uint32_t(f2h(x.w)) << 16);
+        *reinterpret_cast<uint2*>(dst) = u;
+    };
+    if (i < hd / 4) put(kc + cell * kc_row + int64_t(h) * hd + 4 * i, reinterpret_cast<const float4*>(k.f(h, t))[i]);
+    if (i < hd_v / 4) put(vc + cell * vc_row + int64_t(h) * hd_v + 4 * i, reinterpret_cast<const float4*>(v.f(h, t))[i]);
+}
+
 // Head sizes: any multiple of 8 up to kMaxHead (K rows and V rows are staged in 16-byte
 // chunks); a lane accumulates value dims lane, lane + 32, ... (PL of them at most).
 constexpr int kMaxHead = 512;
@@ -276,9 +295,17 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
     Tensor& kc = *n.src[AttnArg::K_CACHE];
     Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
-    launch_pdl(store_kv_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
-               n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(),
-               int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
+    const bool vec = k.nb[1] % 16 == 0 && k.nb[2] % 16 == 0 && v.nb[1] % 16 == 0 && v.nb[2] % 16 == 0 &&
+                     aligned16(k.data) && aligned16(v.data) && kc.nb[1] % 8 == 0 && vc.nb[1] % 8 == 0 &&
+                     (reinterpret_cast<uintptr_t>(kc.data) & 7) == 0 && (reinterpret_cast<uintptr_t>(vc.data) & 7) == 0;
+    if (vec)  // head sizes are multiples of 8 (supports())
+        launch_pdl(store_kv4_kernel, dim3(unsigned(T), unsigned(n_kv)), dim3(unsigned((std::max(hd, hd_v) / 4 + 31) / 32 * 32)),
+                   0, s, Rows::of(k), Rows::of(v), n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(),
+                   int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2), int(hd), int(hd_v));
+    else
+        launch_pdl(store_kv_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
+                   n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2),
+                   vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
     const Tensor& pages = *n.src[AttnArg::PAGES];
     const int64_t group = n_head / n_kv;
     const int64_t chunk = tokens_per_launch(n_head, hd_v);

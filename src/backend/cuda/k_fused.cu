@@ -26,6 +26,42 @@ __global__ void add_rms_norm_kernel(Rows a, Rows b, float* sum, const float* w, 
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
 }
 
+// The same with float4 chunks in rms_norm4_kernel's order (norm_threads(ne0) threads; each
+// thread reads back only the sums it wrote).
+__global__ void __launch_bounds__(1024) add_rms_norm4_kernel(Rows a, Rows b, float* sum, const float* w, float eps, float* out, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
+    const int64_t r = blockIdx.x, n4 = ne0 / 4;
+    const float4* ar = reinterpret_cast<const float4*>(a.f(r % a.ne1, r / a.ne1));
+    const float4* br = reinterpret_cast<const float4*>(b.f(r % b.ne1, r / b.ne1));
+    float4* xr = reinterpret_cast<float4*>(sum + r * ne0);
+    const int bd = blockDim.x;
+    float ss = 0;
+    for (int64_t i0 = threadIdx.x; i0 < n4; i0 += 4 * bd) {
+        float4 va[4], vb[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            if (i0 + k * bd < n4) va[k] = ar[i0 + k * bd], vb[k] = br[i0 + k * bd];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i0 + k * bd < n4) {
+                v = make_float4(va[k].x + vb[k].x, va[k].y + vb[k].y, va[k].z + vb[k].z, va[k].w + vb[k].w);
+                xr[i0 + k * bd] = v;
+            }
+            ss = sumsq4(ss, v);
+        }
+    }
+    const float scale = rsqrtf(block_sum(ss) / float(ne0) + eps);
+    float4* o = reinterpret_cast<float4*>(out + r * ne0);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    for (int64_t i = threadIdx.x; i < n4; i += bd) {
+        const float4 v = xr[i];
+        const float4 g = w ? w4[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+        o[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+    }
+}
+
 }  // namespace
 
 bool add_rms_norm_fusable(const Node& add, const Node& norm) {
@@ -43,9 +79,12 @@ void launch_add_rms_norm(const Node& add, const Node& norm, cudaStream_t s) {
     const Tensor& b = *add.src[BinaryArg::B];
     const Tensor* w = norm.src[NormArg::W];
     const int64_t rows = a.ne[1] * a.ne[2];
-    launch_pdl(add_rms_norm_kernel, dim3(unsigned(rows)), dim3(256), 0, s, Rows::of(a), Rows::of(b),
-               add.out->ptr<float>(), w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps, norm.out->ptr<float>(),
-               a.ne[0]);
+    const bool vec = a.ne[0] % 4 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 && b.nb[1] % 16 == 0 &&
+                     b.nb[2] % 16 == 0 && aligned16(a.data) && aligned16(b.data) && aligned16(add.out->data) &&
+                     aligned16(norm.out->data) && (!w || aligned16(w->data));
+    launch_pdl(vec ? add_rms_norm4_kernel : add_rms_norm_kernel, dim3(unsigned(rows)),
+               dim3(vec ? norm_threads(a.ne[0]) : 256), 0, s, Rows::of(a), Rows::of(b), add.out->ptr<float>(),
+               w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps, norm.out->ptr<float>(), a.ne[0]);
 }
 
 }  // namespace glia::cuda

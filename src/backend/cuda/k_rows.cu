@@ -33,6 +33,31 @@ __global__ void rms_norm_kernel(Rows x, const float* w, float eps, float* out, i
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) o[i] = xr[i] * scale * (w ? w[i] : 1.0f);
 }
 
+// The same with float4 chunks (norm_threads(ne0) threads; ne0 % 4 == 0, 16-byte rows).
+__global__ void __launch_bounds__(1024) rms_norm4_kernel(Rows x, const float* w, float eps, float* out, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
+    const int64_t r = blockIdx.x, i1 = r % x.ne1, i2 = r / x.ne1, n4 = ne0 / 4;
+    const float4* xr = reinterpret_cast<const float4*>(x.f(i1, i2));
+    const int bd = blockDim.x;
+    float ss = 0;
+    for (int64_t b = threadIdx.x; b < n4; b += 4 * bd) {
+        float4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = b + k * bd < n4 ? xr[b + k * bd] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) ss = sumsq4(ss, v[k]);
+    }
+    const float scale = rsqrtf(block_sum(ss) / float(ne0) + eps);
+    float4* o = reinterpret_cast<float4*>(out + r * ne0);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    for (int64_t i = threadIdx.x; i < n4; i += bd) {
+        const float4 v = xr[i];
+        const float4 g = w ? w4[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+        o[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+    }
+}
+
 __device__ inline float gelu_ref(float x) {
     // As the CPU (and the reference): the input rounded to f16, tanh-GELU, result rounded to f16.
     if (x <= -10.0f) return 0.0f;
@@ -109,8 +134,10 @@ void launch_rms_norm(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[NormArg::X];
     const Tensor* w = n.src[NormArg::W];
     const int64_t rows = x.ne[1] * x.ne[2];
-    launch_pdl(rms_norm_kernel, dim3(unsigned(rows)), dim3(256), 0, s, Rows::of(x), w ? w->ptr<float>() : nullptr,
-               n.p<NormParams>().eps, n.out->ptr<float>(), x.ne[0]);
+    const bool vec = x.ne[0] % 4 == 0 && x.nb[1] % 16 == 0 && x.nb[2] % 16 == 0 && aligned16(x.data) &&
+                     aligned16(n.out->data) && (!w || aligned16(w->data));
+    launch_pdl(vec ? rms_norm4_kernel : rms_norm_kernel, dim3(unsigned(rows)), dim3(vec ? norm_threads(x.ne[0]) : 256),
+               0, s, Rows::of(x), w ? w->ptr<float>() : nullptr, n.p<NormParams>().eps, n.out->ptr<float>(), x.ne[0]);
 }
 
 void launch_binary(const Node& n, cudaStream_t s) {
