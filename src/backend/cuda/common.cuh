@@ -94,6 +94,12 @@ inline int norm_threads(int64_t ne0) {
     return int(warps < 1 ? 32 : warps > 32 ? 1024 : warps * 32);
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+// Whether the bytes two tensors span meet (views included).
+inline bool overlaps(const Tensor& a, const Tensor& b) {
+    const char* pa = static_cast<const char*>(a.data);
+    const char* pb = static_cast<const char*>(b.data);
+    return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
 __device__ __forceinline__ float sumsq4(float ss, float4 v) {
     ss += v.x * v.x;
     ss += v.y * v.y;
@@ -112,6 +118,10 @@ void launch_get_rows(const Node& n, cudaStream_t s);
 void launch_rms_norm(const Node& n, cudaStream_t s);
 void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP, SWIGLU, GEGLU
 void launch_rope(const Node& n, cudaStream_t s);
+// Two ROPE (or ROPE_FREQS) nodes of the same positions and parameters (q and k) in one
+// launch, each element as launch_rope computes it; m null: n alone.
+bool rope_pair_fusable(const Node& a, const Node& b);
+void launch_rope_pair(const Node& n, const Node* m, cudaStream_t s);
 void launch_argmax(const Node& n, cudaStream_t s);  // ARGMAX, one block per row
 // Activations as the reference's products see them (k_gemv.cu). The reference converts each
 // activation row to its weight type's vec_dot_type before a product: 8-bit blocks of 32

@@ -79,6 +79,8 @@ bool view_of_packed(const Tensor* t) { return is_weight(t) && t->view_src && pac
 
 class CudaBackend;
 
+enum Pair : uint8_t { NONE = 0, ADD_NORM, ROPE_PAIR };
+
 class CudaSegment : public Segment {
 public:
     CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes);
@@ -92,7 +94,8 @@ private:
     std::vector<const Node*> orig_;
     std::vector<uint8_t> packed_;  // per node: operand 0 is a packed weight
     std::vector<uint8_t> fused_;   // per node: how many nodes launch together from here (0: inside a group)
-    std::vector<uint8_t> pair_;    // per node: its launch also covers the next one (ADD + RMS_NORM)
+    // per node: its launch also covers the next one (Pair: ADD + RMS_NORM, ROPE q + ROPE k)
+    std::vector<uint8_t> pair_;
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -365,13 +368,19 @@ public:
                  cudaGetErrorString(err));
     }
 
-    // A residual ADD and the RMS_NORM of its result in one launch.
-    void launch_pair(const Node& add, const Node& norm) {
-        launch_add_rms_norm(add, norm, stream_);
+    // Two nodes in one launch: a residual ADD and the RMS_NORM of its result, the ROPE of q
+    // and of k.
+    void launch_pair(Pair kind, const Node& a, const Node& b) {
+        const char* what = "ADD+RMS_NORM";
+        switch (kind) {
+            case ADD_NORM: launch_add_rms_norm(a, b, stream_); break;
+            case ROPE_PAIR: what = "ROPE x2"; launch_rope_pair(a, &b, stream_); break;
+            default: fail(name_, ": no paired launch ", int(kind));
+        }
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
-            fail("CUDA error in ADD+RMS_NORM '", norm.out->name, "'",
-                 norm.layer >= 0 ? " (layer " + std::to_string(norm.layer) + ")" : std::string(), " on ", name_, ": ",
+            fail("CUDA error in ", what, " '", b.out->name, "'",
+                 b.layer >= 0 ? " (layer " + std::to_string(b.layer) + ")" : std::string(), " on ", name_, ": ",
                  cudaGetErrorString(err));
     }
 
@@ -472,9 +481,10 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
             while (j < nodes_.size() && int(j - i) < matmul_packed_max_group() && nodes_[j].op == Op::MATMUL &&
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
                 ++j;
-        if (fuse && j == i + 1 && j < nodes_.size() && add_rms_norm_fusable(nodes_[i], nodes_[j])) {
-            pair_[i] = 1;  // launched with the next node
-            ++j;
+        if (fuse && j == i + 1 && j < nodes_.size()) {  // launched with the next node
+            if (add_rms_norm_fusable(nodes_[i], nodes_[j])) pair_[i] = ADD_NORM;
+            else if (rope_pair_fusable(nodes_[i], nodes_[j])) pair_[i] = ROPE_PAIR;
+            if (pair_[i] != NONE) ++j;
         }
         fused_[i] = uint8_t(j - i);
         for (size_t k = i + 1; k < j; ++k) fused_[k] = 0;
@@ -496,7 +506,7 @@ void CudaSegment::launch_range(size_t first, size_t count) {
     for (size_t i = first; i < first + count; ++i) {
         if (fused_[i] == 0) continue;
         if (pair_[i]) {
-            b_.launch_pair(nodes_[i], nodes_[i + 1]);
+            b_.launch_pair(Pair(pair_[i]), nodes_[i], nodes_[i + 1]);
         } else if (fused_[i] > 1) {
             const Node* group[8];
             for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];

@@ -87,15 +87,28 @@ __global__ void binary_kernel(Op op, Rows a, Rows b, bool bcast, float s, float*
     out[idx] = v;
 }
 
+// One rotated tensor of a ROPE launch (q, and k when a pair of nodes launches together).
+struct RopeJob {
+    Rows x;
+    float* out;
+    int64_t n_head;
+};
+
 // One thread per rotated pair; the angle by the CPU's float recurrence theta *= scale,
-// divided by the pair's frequency factor when there are some (ROPE_FREQS).
-__global__ void rope_kernel(Rows x, const int32_t* pos, const float* freqs, RopeParams p, float theta_scale,
-                            float* out, int64_t hd, int64_t n_head, int64_t T) {
+// divided by the pair's frequency factor when there are some (ROPE_FREQS). Threads past
+// job ja's pairs take job jb's (n_head 0: none); each element's arithmetic is the same either way.
+__global__ void rope_kernel(RopeJob ja, RopeJob jb, const int32_t* pos, const float* freqs, RopeParams p,
+                            float theta_scale, int64_t hd, int64_t T) {
     pdl_next();
     pdl_wait();
-    const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     const int64_t pairs = hd / 2;
-    if (idx >= pairs * n_head * T) return;
+    if (idx >= pairs * (ja.n_head + jb.n_head) * T) return;
+    const bool second = idx >= pairs * ja.n_head * T;
+    if (second) idx -= pairs * ja.n_head * T;
+    const Rows x = second ? jb.x : ja.x;
+    float* out = second ? jb.out : ja.out;
+    const int64_t n_head = second ? jb.n_head : ja.n_head;
     const int64_t i = idx % pairs, h = (idx / pairs) % n_head, t = idx / (pairs * n_head);
     const float* src = x.f(h, t);
     float* dst = out + (t * n_head + h) * hd;
@@ -201,15 +214,35 @@ void launch_argmax(const Node& n, cudaStream_t s) {
                n.out->ptr<int32_t>());
 }
 
-void launch_rope(const Node& n, cudaStream_t s) {
+bool rope_pair_fusable(const Node& a, const Node& b) {
+    if (a.op != b.op || (a.op != Op::ROPE && a.op != Op::ROPE_FREQS)) return false;
+    const Tensor& xa = *a.src[RopeArg::X];
+    const Tensor& xb = *b.src[RopeArg::X];
+    const RopeParams& pa = a.p<RopeParams>();
+    const RopeParams& pb = b.p<RopeParams>();
+    return a.src[RopeArg::POS] == b.src[RopeArg::POS] && xa.ne[0] == xb.ne[0] && xa.ne[2] == xb.ne[2] &&
+           (a.op == Op::ROPE || a.src[RopeFreqsArg::FREQS] == b.src[RopeFreqsArg::FREQS]) &&
+           pa.type == pb.type && pa.n_dims == pb.n_dims &&
+           pa.freq_base == pb.freq_base && pa.freq_scale == pb.freq_scale &&
+           // Both run at once: neither may write where the other reads (the arena may give k's
+           // output the memory of q's input once the separate kernels would be done with it).
+           !overlaps(*b.out, xa) && !overlaps(*a.out, xb) && !overlaps(*a.out, *b.out);
+}
+
+void launch_rope_pair(const Node& n, const Node* m, cudaStream_t s) {
     const Tensor& x = *n.src[RopeArg::X];
     const RopeParams& p = n.p<RopeParams>();
-    const int64_t hd = x.ne[0], nh = x.ne[1], T = x.ne[2];
+    const int64_t hd = x.ne[0], T = x.ne[2];
     const float theta_scale = powf(p.freq_base, -2.0f / float(p.n_dims));
-    const int64_t total = hd / 2 * nh * T;
+    const RopeJob a{Rows::of(x), n.out->ptr<float>(), x.ne[1]};
+    RopeJob b{Rows{}, nullptr, 0};
+    if (m) b = RopeJob{Rows::of(*m->src[RopeArg::X]), m->out->ptr<float>(), m->src[RopeArg::X]->ne[1]};
+    const int64_t total = hd / 2 * (a.n_head + b.n_head) * T;
     const float* freqs = n.op == Op::ROPE_FREQS ? n.src[RopeFreqsArg::FREQS]->ptr<float>() : nullptr;
-    launch_pdl(rope_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, Rows::of(x),
-               n.src[RopeArg::POS]->ptr<int32_t>(), freqs, p, theta_scale, n.out->ptr<float>(), hd, nh, T);
+    launch_pdl(rope_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, a, b,
+               n.src[RopeArg::POS]->ptr<int32_t>(), freqs, p, theta_scale, hd, T);
 }
+
+void launch_rope(const Node& n, cudaStream_t s) { launch_rope_pair(n, nullptr, s); }
 
 }  // namespace glia::cuda
