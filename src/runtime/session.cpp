@@ -45,9 +45,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits) {
     }
     const float* logits = runner_->forward(in);
     const size_t count = static_cast<size_t>(runner_->n_outputs()) * model_.profile().n_vocab;
-    const size_t old = logits_.size();
-    logits_.resize(old + count);
-    std::memcpy(logits_.data() + old, logits, count * sizeof(float));
+    logits_.insert(logits_.end(), logits, logits + count);  // no zero-filling pass before the copy
     n_past_ += n;
 }
 

@@ -63,18 +63,36 @@ template <> struct Dq<DType::F32> {
         }
     }
 };
+// A chunk's 32 16-bit values: four 16-byte loads when the chunk is 16-byte aligned (rows of
+// whole chunks in cudaMalloc'd memory always are), else 32 two-byte loads. Same values.
+__device__ inline void load_halfs32(const uint16_t* p, uint16_t* h) {
+    if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; ++k) h[8 * i + 2 * k] = uint16_t(w[k] & 0xffffu), h[8 * i + 2 * k + 1] = uint16_t(w[k] >> 16);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) h[i] = p[i];
+    }
+}
 template <> struct Dq<DType::F16> {
     __device__ static void chunk(const uint8_t* row, int64_t c, float* y) {
-        const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + c * 32;
+        uint16_t h[32];
+        load_halfs32(reinterpret_cast<const uint16_t*>(row) + c * 32, h);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) y[i] = h2f(p[i]);
+        for (int i = 0; i < 32; ++i) y[i] = h2f(h[i]);
     }
 };
 template <> struct Dq<DType::BF16> {
     __device__ static void chunk(const uint8_t* row, int64_t c, float* y) {
-        const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + c * 32;
+        uint16_t h[32];
+        load_halfs32(reinterpret_cast<const uint16_t*>(row) + c * 32, h);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) y[i] = __uint_as_float(uint32_t(p[i]) << 16);
+        for (int i = 0; i < 32; ++i) y[i] = __uint_as_float(uint32_t(h[i]) << 16);
     }
 };
 template <> struct Dq<DType::Q4_0> {
