@@ -373,6 +373,45 @@ TEST(Standin, CudaSupportsEveryOpOfEveryModel) {
         for (const auto& what : ops) ADD_FAILURE() << model << ": the CUDA backend refuses " << what;
     EXPECT_GT(models, 30);
 }
+
+// The RoPE of q and of k run as one kernel only when neither output lands on the other's
+// input: the activation arena may give k's output the bytes of q's input once the separate
+// kernels would be done with them, and run together that is a race (it was one: sampled
+// text changed from run to run until the pair checked it).
+TEST(CudaPairs, RopePairOnlyWhenTheOperandsAreApart) {
+    Graph g;
+    Tensor* q = g.new_input(DType::F32, 64, 4, 3, 1, "q");
+    Tensor* k = g.new_input(DType::F32, 64, 2, 3, 1, "k");
+    Tensor* pos = g.new_input(DType::I32, 3, 1, 1, 1, "pos");
+    Tensor* pos2 = g.new_input(DType::I32, 3, 1, 1, 1, "pos2");
+    RopeParams rp;
+    rp.n_dims = 64;
+    Tensor* qr = g.rope(q, pos, rp);
+    Tensor* kr = g.rope(k, pos, rp);
+    Tensor* kr2 = g.rope(k, pos2, rp);
+    const auto& nodes = g.nodes();
+    ASSERT_EQ(nodes.size(), 3u);
+    std::vector<float> bq(64 * 4 * 3), bk(64 * 2 * 3), bqr(bq.size()), bkr(bk.size());
+    q->data = bq.data();
+    k->data = bk.data();
+    qr->data = bqr.data();
+    kr->data = bkr.data();
+    kr2->data = bkr.data();
+    EXPECT_TRUE(cuda::launched_together(nodes[0], nodes[1]));
+    EXPECT_FALSE(cuda::launched_together(nodes[0], nodes[2])) << "other positions";
+    kr->data = bq.data() + 64;  // k's output over q's input
+    EXPECT_FALSE(cuda::launched_together(nodes[0], nodes[1]));
+    kr->data = bkr.data();
+    qr->data = bk.data();  // q's output over k's input
+    EXPECT_FALSE(cuda::launched_together(nodes[0], nodes[1]));
+    qr->data = bqr.data();
+    RopeParams other = rp;
+    other.freq_base = 500000.0f;
+    Tensor* kr3 = g.rope(k, pos, other);
+    kr3->data = bkr.data();
+    EXPECT_FALSE(cuda::launched_together(g.nodes()[0], g.nodes()[3])) << "other parameters";
+}
+
 #endif
 
 // Every golden prompt of every model with everything on the stand-in, against the

@@ -22,7 +22,8 @@ public:
             case Op::MATMUL: return n.src[0]->ne[0] % 32 != 0;
             case Op::MATMUL_HEADS: case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU: case Op::MUL_BCAST: case Op::CONCAT:
             case Op::SITU: case Op::RES_MIX: case Op::UNARY: case Op::DELTA_NET: case Op::MOE_GATHER_WEIGHTS:
-            case Op::SCALE: case Op::ROPE: case Op::ROPE_FREQS: case Op::GET_ROWS: case Op::COPY: return true;
+            case Op::SCALE: case Op::ROPE: case Op::ROPE_FREQS: case Op::GET_ROWS: case Op::COPY:
+            case Op::RMS_NORM: return true;
             default: return false;
         }
     }
@@ -46,8 +47,8 @@ public:
     void launch(const Node& n) {
         using namespace glia::emucuda;
         switch (n.op) {
-            case Op::MATMUL: launch_matmul_any_k(n, nullptr); break;
-            case Op::MATMUL_HEADS: launch_matmul_heads(n, nullptr); break;
+            case Op::MATMUL: launch_matmul_any_k(n, nullptr, act_scratch(n)); break;
+            case Op::MATMUL_HEADS: launch_matmul_heads(n, nullptr, act_scratch(n)); break;
             case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
                 scratch_.resize(moe_scratch_bytes(n) / 4 + 16);
                 launch_moe_experts(n, nullptr, scratch_.data());
@@ -57,6 +58,7 @@ public:
             case Op::DELTA_NET: launch_delta_net(n, nullptr); break;
             case Op::MOE_GATHER_WEIGHTS: launch_moe_gather_weights(n, nullptr); break;
             case Op::SCALE: launch_binary(n, nullptr); break;
+            case Op::RMS_NORM: launch_rms_norm(n, nullptr); break;
             case Op::ROPE: case Op::ROPE_FREQS: launch_rope(n, nullptr); break;
             case Op::GET_ROWS: launch_get_rows(n, nullptr); break;
             case Op::COPY: copy(*n.src[0], *n.out); break;
@@ -64,6 +66,12 @@ public:
         }
     }
 private:
+    // Room for a product's rounded activations (the CUDA backend's act_scratch).
+    float* act_scratch(const Node& n) {
+        xr_.resize(size_t(n.src[1]->n_elements()) + 16);
+        return xr_.data();
+    }
+    std::vector<float> xr_;
     std::vector<std::unique_ptr<uint8_t[]>> bufs_;
     std::vector<float> scratch_;
 };
@@ -136,6 +144,7 @@ int main() {
             r.kind = saved;
             run(r);
         }
+        for (int64_t ne0 : {4096, 2048, 200, 66}) run(spec(Op::RMS_NORM, ne0, 0, T));  // float4 rows, and not
         OpSpec g = spec(Op::MOE_GATHER_WEIGHTS, 0, 0, T);
         g.n_expert = 6;
         run(g);

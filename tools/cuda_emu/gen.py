@@ -9,16 +9,51 @@ out_path = sys.argv[2]
 def body(f):
     s = open(W + f).read()
     s = re.sub(r'#include "[^"]*"\n', '', s)
+    s = s.replace('#include <cuda_bf16.h>\n', '')
     return s.replace('#pragma once\n', '')
 
 head = '''#include "emu.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "graph/graph.h"
+#include "quant/quant.h"
 namespace glia::cuda {
+using std::isnan;
 inline float h2f(uint16_t h) { return glia::f16_to_f32(h); }
 inline float round_h(float f) { return glia::f16_to_f32(glia::f32_to_f16(f)); }
 inline float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
+inline float block_sum(float v) {  // the device's order: warp sums, then warp 0 adds them
+    static float part[32];
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    // Every thread takes part in the emulated shuffles; warp 0's sum is the one kept.
+    float w = threadIdx.x < 32 && threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    w = warp_sum(w);
+    __syncthreads();
+    if (threadIdx.x == 0) part[0] = w;
+    __syncthreads();
+    const float r = part[0];
+    __syncthreads();
+    return r;
+}
+inline uint16_t __float2bfloat16_rn(float f) { return glia::f32_to_bf16(f); }
+inline float __bfloat162float(uint16_t h) { return glia::bf16_to_f32(h); }
+inline uint16_t f2h(float f) { return glia::f32_to_f16(f); }
+struct __half { uint16_t v; };
+inline __half __float2half_rn(float f) { return {glia::f32_to_f16(f)}; }
+inline float __half2float(__half h) { return glia::f16_to_f32(h.v); }
+inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
+inline int min(int a, int b) { return a < b ? a : b; }
+bool act_rounding(DType weight_type);
+void launch_act_round(DType weight_type, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2,
+                      float* out, cudaStream_t s);
+// Programmatic dependent launch: the emulator runs launches one after another.
+inline void pdl_wait() {}
+inline void pdl_next() {}
+template <class K, class... A> void launch_pdl(K k, dim3 g, dim3 b, size_t sm, cudaStream_t s, A&&... a) {
+    emu_launch(g, b, sm, s, [&](auto... a_) { k(a_...); }, a...);
+}
 struct Rows {
     const char* p; int64_t nb1, nb2; int64_t ne0, ne1;
     static Rows of(const Tensor& t) { return {static_cast<const char*>(t.data), int64_t(t.nb[1]), int64_t(t.nb[2]), t.ne[0], t.ne[1]}; }
@@ -26,9 +61,11 @@ struct Rows {
 };
 }
 '''
-parts = [body('dequant.cuh'), body('strided.cuh'), body('launch.cuh')]
+parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh')]
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu']:
-    parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0]))
+    # names each file keeps to itself on the device (one translation unit each there)
+    parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])
+                 .replace('block_sum(', 'block_sum(' if f != 'k_mix.cu' else 'block_sum_mix('))
 txt = head + '\n'.join(parts)
 txt = txt.replace('extern __shared__ float p[];', 'float* p = reinterpret_cast<float*>(g_dyn.data());')
 txt = txt.replace('__shared__', 'static')

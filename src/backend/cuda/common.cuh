@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "rowvec.cuh"
 
 namespace glia::cuda {
 
@@ -84,30 +85,6 @@ __device__ inline float block_sum(float v) {
     __syncthreads();
     return part[0];
 }
-// The RMS norm kernels' rows as float4 chunks (k_rows.cu, k_fused.cu): one block per row of
-// norm_threads(ne0) threads; thread i takes chunks i, i + blockDim, ... four at a time with
-// their loads in flight together, sums their squares in that order, and block_sum adds the
-// threads' sums. The order depends on the row length alone; the fused and the separate
-// kernel share it (the same bits fused or not).
-inline int norm_threads(int64_t ne0) {
-    const int64_t warps = (ne0 / 4 + 31) / 32;
-    return int(warps < 1 ? 32 : warps > 32 ? 1024 : warps * 32);
-}
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-// Whether the bytes two tensors span meet (views included).
-inline bool overlaps(const Tensor& a, const Tensor& b) {
-    const char* pa = static_cast<const char*>(a.data);
-    const char* pb = static_cast<const char*>(b.data);
-    return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-__device__ __forceinline__ float sumsq4(float ss, float4 v) {
-    ss += v.x * v.x;
-    ss += v.y * v.y;
-    ss += v.z * v.z;
-    ss += v.w * v.w;
-    return ss;
-}
-
 __device__ inline float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;

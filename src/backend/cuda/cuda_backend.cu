@@ -482,8 +482,8 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
                 ++j;
         if (fuse && j == i + 1 && j < nodes_.size()) {  // launched with the next node
-            if (add_rms_norm_fusable(nodes_[i], nodes_[j])) pair_[i] = ADD_NORM;
-            else if (rope_pair_fusable(nodes_[i], nodes_[j])) pair_[i] = ROPE_PAIR;
+            if (launched_together(nodes_[i], nodes_[j]))
+                pair_[i] = nodes_[i].op == Op::ADD ? ADD_NORM : ROPE_PAIR;
             if (pair_[i] != NONE) ++j;
         }
         fused_[i] = uint8_t(j - i);
@@ -576,5 +576,7 @@ void CudaSegment::run(NodeTimer* timer) {
 std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
 
 bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
+
+bool launched_together(const Node& a, const Node& b) { return add_rms_norm_fusable(a, b) || rope_pair_fusable(a, b); }
 
 }  // namespace glia::cuda

@@ -24,5 +24,9 @@ std::unique_ptr<Backend> create_backend(int ordinal);
 // What the backend's supports() answers for this node (types, shapes and strides; no
 // device needed): the tests check every model's graph against it on machines without a GPU.
 bool node_supported(const Node& n);
+// Whether a segment launches node a and the node after it, b, as one kernel (ADD + RMS_NORM,
+// the RoPE of q and of k): only when the pair computes what the two launches would, which
+// includes that neither writes where the other reads. No device needed.
+bool launched_together(const Node& a, const Node& b);
 
 }  // namespace glia::cuda

@@ -48,14 +48,7 @@ __global__ void __launch_bounds__(1024) rms_norm4_kernel(Rows x, const float* w,
 #pragma unroll
         for (int k = 0; k < 4; ++k) ss = sumsq4(ss, v[k]);
     }
-    const float scale = rsqrtf(block_sum(ss) / float(ne0) + eps);
-    float4* o = reinterpret_cast<float4*>(out + r * ne0);
-    const float4* w4 = reinterpret_cast<const float4*>(w);
-    for (int64_t i = threadIdx.x; i < n4; i += bd) {
-        const float4 v = xr[i];
-        const float4 g = w ? w4[i] : make_float4(1.f, 1.f, 1.f, 1.f);
-        o[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
-    }
+    norm_write4(xr, rsqrtf(block_sum(ss) / float(ne0) + eps), w, out + r * ne0, n4);
 }
 
 __device__ inline float gelu_ref(float x) {
