@@ -1,11 +1,14 @@
 // The CUDA kernels of k_gemv.cu, k_mix.cu, k_recurrent.cu, k_moe_conv.cu and k_rows.cu run
 // on the host by emu.h, as a backend for the op harness (src/debug/op_check.h): their index
 // arithmetic, strides and launch code checked against the scalar references on a machine
-// without a GPU. What it cannot show: alignment faults, register or shared-memory limits,
-// races between warps (threads here are scheduled by the OS), speed. run.sh builds it.
+// without a GPU; the packed products of k_mmvq.cu (dp4a and emulated int8 mma.sync) are
+// checked for bit equality across token counts (check_products). What it cannot show:
+// alignment faults, register or shared-memory limits, races between warps (threads here are
+// scheduled by the OS), speed. run.sh builds it.
 #include "kernels_emu.h"
 #include <cstdio>
 #include <map>
+#include <random>
 #include <memory>
 #include "backend/cpu/cpu_backend.h"
 #include "backend/registry.h"
@@ -76,7 +79,77 @@ private:
     std::vector<float> scratch_;
 };
 
+// The packed products (k_mmvq.cu: dp4a for 1-8 tokens, int8 tensor cores from 32): every
+// token's outputs must be the same bits whatever the number of tokens in the product, and
+// near the float product of the dequantized weights. Returns the number of failed checks.
+int check_products() {
+    using namespace glia::emucuda;
+    int bad = 0;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
+        const int64_t K = 1024, N = 70, T = 40;  // 4 superblocks (2 segments), a partial row group
+        const quant::TypeTraits& tr = quant::traits(t);
+        const size_t row_bytes = size_t(K / tr.block_size) * tr.type_size;
+        std::vector<float> wf(size_t(N * K)), wd(size_t(N * K)), x(size_t(T * K));
+        for (float& v : wf) v = nd(rng) * 0.05f;
+        for (float& v : x) v = nd(rng);
+        std::vector<uint8_t> raw(row_bytes * size_t(N));
+        for (int64_t r = 0; r < N; ++r) {
+            tr.quantize_row(wf.data() + r * K, raw.data() + size_t(r) * row_bytes, K);
+            tr.dequantize_row(raw.data() + size_t(r) * row_bytes, wd.data() + r * K, K);
+        }
+        Tensor w = Tensor::make(t, K, N);
+        const PackedShape ps = packed_shape(w);
+        std::vector<uint8_t> packed(ps.main_bytes() + ps.side_bytes(t) + 64);
+        launch_pack(t, raw.data(), row_bytes, ps, packed.data(), nullptr);
+        w.data = packed.data();
+        w.role = TensorRole::WEIGHT;
+        auto product = [&](const float* xs, int64_t nt) {
+            Tensor xt = Tensor::make(DType::F32, K, nt);
+            std::vector<float> xb(xs, xs + nt * K);
+            xt.data = xb.data();
+            Tensor ot = Tensor::make(DType::F32, N, nt);
+            std::vector<float> out(size_t(N * nt));
+            ot.data = out.data();
+            Node n;
+            n.op = Op::MATMUL;
+            n.src[MatmulArg::W] = &w;
+            n.src[MatmulArg::X] = &xt;
+            n.out = &ot;
+            const Node* one = &n;
+            std::vector<uint8_t> scratch(matmul_packed_scratch_bytes(&one, 1) + 256);
+            launch_matmul_packed(&one, 1, nullptr, scratch.data());
+            return out;
+        };
+        const std::vector<float> all = product(x.data(), T);
+        int differ = 0;
+        for (int64_t tk : {int64_t(0), int64_t(17), T - 1}) {
+            const std::vector<float> one = product(x.data() + tk * K, 1);
+            differ += std::memcmp(one.data(), all.data() + tk * N, size_t(N) * 4) != 0;
+        }
+        const std::vector<float> three = product(x.data() + 5 * K, 3);
+        differ += std::memcmp(three.data(), all.data() + 5 * N, size_t(3 * N) * 4) != 0;
+        double err = 0, ref_max = 0;
+        for (int64_t tk = 0; tk < T; ++tk)
+            for (int64_t r = 0; r < N; ++r) {
+                double ref = 0;
+                for (int64_t k = 0; k < K; ++k) ref += double(wd[size_t(r * K + k)]) * x[size_t(tk * K + k)];
+                err = std::max(err, std::fabs(ref - all[size_t(tk * N + r)]));
+                ref_max = std::max(ref_max, std::fabs(ref));
+            }
+        const double rel = err / ref_max;
+        const bool ok = differ == 0 && rel < 0.02;
+        bad += !ok;
+        std::printf("%-60s %s err %.2g (bound 0.02), %d of 4 token sets not bit-equal to the 40-token product\n",
+                    (std::string("MATMUL packed ") + dtype_name(t) + " 1024x70 T=1,3,40").c_str(), ok ? "ok " : "BAD",
+                    rel, differ);
+    }
+    return bad;
+}
+
 int main() {
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products") return check_products();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {
@@ -159,6 +232,7 @@ int main() {
             run(r);
         }
     }
-    std::printf("%d of %d checks failed\n", bad, n);
-    return bad;
+    const int pb = check_products();
+    std::printf("%d of %d checks failed\n", bad + pb, n + 3);
+    return bad + pb;
 }

@@ -5,6 +5,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -58,3 +59,70 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 #define __launch_bounds__(x)
 #define __forceinline__ inline
 #define cudaGetLastError() 0
+#define __restrict__
+#define __align__(x)
+struct int2 { int x, y; };
+struct int4 { int x, y, z, w; };
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+template <class T> T __ldg(const T* p) { return *p; }
+inline int __dp4a(int a, int b, int c) {  // four signed byte products added to c
+    for (int i = 0; i < 4; ++i) c += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
+    return c;
+}
+// Every thread of a block calls the kernels' __syncwarp where the emulated kernels use it
+// (uniformly), so a block barrier stands in for it.
+inline void __syncwarp() { g_bar->arrive_and_wait(); }
+// The device runtime's queries, as a GPU of GLIA_EMU_SMS multiprocessors (default 132).
+using cudaError_t = int;
+constexpr int cudaSuccess = 0, cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaDevAttrMultiProcessorCount = 16;
+template <class F> int cudaFuncSetAttribute(F, int, int) { return cudaSuccess; }
+inline int cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline int cudaDeviceGetAttribute(int* v, int, int) {
+    const char* e = std::getenv("GLIA_EMU_SMS");
+    *v = e && *e ? std::atoi(e) : 132;
+    return cudaSuccess;
+}
+// cp.async: a synchronous copy (zero-filled when !pred); commit and wait have nothing to do.
+inline void cp_async16(void* smem, const void* gmem, bool pred) {
+    if (pred) std::memcpy(smem, gmem, 16); else std::memset(smem, 0, 16);
+}
+inline void cp_async4(void* smem, const void* gmem, bool pred) {
+    if (pred) std::memcpy(smem, gmem, 4); else std::memset(smem, 0, 4);
+}
+inline void cp_async_commit() {}
+inline void cp_async_wait1() {}
+// mma.sync m16n8k32 / m16n8k16, s8 x s8 -> s32, C = 0, with the PTX fragment layouts
+// (groupID g = lane / 4, t = lane % 4): A row g (regs 0, 2) or g + 8 (regs 1, 3), bytes
+// k = 4t + i (+ 16 for regs 2, 3); B column g, bytes k = 4t + i (+ 16 for reg 1); D rows g,
+// g + 8, columns 2t, 2t + 1. The warp's fragments meet in g_mma.
+inline std::vector<int32_t> g_mma(1024 * 6);
+inline int frag_byte(int w, int k) { return int(int8_t(uint32_t(w) >> (8 * (k % 4)))); }
+inline void mma_emu(int (&d)[4], int kdim) {
+    const int t = int(threadIdx.x), base = t & ~31, lane = t & 31, g = lane >> 2, tig = lane & 3;
+    auto A = [&](int row, int k) {
+        const int src = base + (row % 8) * 4 + (k % 16) / 4;
+        return frag_byte(g_mma[size_t(src) * 6 + (row >= 8) + 2 * (k >= 16)], k);
+    };
+    auto B = [&](int k, int n) { return frag_byte(g_mma[size_t(base + n * 4 + (k % 16) / 4) * 6 + 4 + (k >= 16)], k); };
+    for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1), col = tig * 2 + (i & 1);
+        int s = 0;
+        for (int k = 0; k < kdim; ++k) s += A(row, k) * B(k, col);
+        d[i] = s;
+    }
+}
+inline void mma_k32(int (&d)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+    int32_t* me = &g_mma[size_t(threadIdx.x) * 6];
+    me[0] = a0, me[1] = a1, me[2] = a2, me[3] = a3, me[4] = b0, me[5] = b1;
+    g_bar->arrive_and_wait();
+    mma_emu(d, 32);
+    g_bar->arrive_and_wait();
+}
+inline void mma_k16(int (&d)[4], int a0, int a1, int b0) {
+    int32_t* me = &g_mma[size_t(threadIdx.x) * 6];
+    me[0] = a0, me[1] = a1, me[2] = 0, me[3] = 0, me[4] = b0, me[5] = 0;
+    g_bar->arrive_and_wait();
+    mma_emu(d, 16);
+    g_bar->arrive_and_wait();
+}

@@ -45,6 +45,7 @@ inline __half __float2half_rn(float f) { return {glia::f32_to_f16(f)}; }
 inline float __half2float(__half h) { return glia::f16_to_f32(h.v); }
 inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline float warp_max(float v) { for (int o = 16; o > 0; o >>= 1) v = std::fmax(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
 bool act_rounding(DType weight_type);
 void launch_act_round(DType weight_type, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2,
                       float* out, cudaStream_t s);
@@ -61,7 +62,16 @@ struct Rows {
 };
 }
 '''
-parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh')]
+def mmvq(s):
+    # the inline-assembly helpers (tensor-core mma, cp.async) come from emu.h instead
+    s = re.sub(r'__device__ __forceinline__ void (mma_k32|mma_k16|cp_async16|cp_async4)\(.*?\n}\n', '', s, flags=re.S)
+    s = re.sub(r'__device__ __forceinline__ void (cp_async_commit|cp_async_wait1)\(\) \{[^\n]*\n', '', s)
+    s = s.replace('extern __shared__ float part[];', 'float* part = reinterpret_cast<float*>(g_dyn.data());')
+    return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
+                     'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
+
+parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
+         mmvq(body('k_mmvq.cu'))]
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])

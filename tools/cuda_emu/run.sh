@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Checks the CUDA kernels without a GPU: turns src/backend/cuda's newer kernel files into
-# host code (gen.py, emu.h) and runs them through the op harness against the scalar
-# references. Needs build/libglia_lib.a (a CUDA build) and takes about 10 minutes (a thread
-# per CUDA thread). Usage: tools/cuda_emu/run.sh [BUILD_DIR]
+# Checks the CUDA kernels without a GPU: turns src/backend/cuda's kernel files (all but
+# attention and the float-weight matmul) into host code (gen.py, emu.h; mma.sync and
+# cp.async emulated) and runs them through the op harness against the scalar references,
+# and the packed products at 1, 3 and 40 tokens for bit equality (with the tensor-core
+# kernel's split and whole-K paths: GLIA_EMU_SMS). Needs build/libglia_lib.a (a CUDA build)
+# and takes about 5-10 minutes (a thread per CUDA thread). What it cannot show: speed,
+# register or shared-memory limits, races between warps. Usage: tools/cuda_emu/run.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build}"
@@ -12,5 +15,13 @@ here="$root/tools/cuda_emu"
 python3 "$here/gen.py" "$root" "$work/kernels_emu.h"
 cudart="$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a"
 g++ -std=c++20 -O1 -w -I"$root/src" -I"$here" -I"$work" "$here/driver.cpp" "$build/libglia_lib.a" "$cudart" \
-  -ldl -lrt -lpthread -o "$work/driver"
-"$work/driver"
+  -ldl -lrt -lpthread -o status=0
+"$work/driver" || status=1
+echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
+GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
+exit $status
+status=0
+"$work/driver" || status=1
+echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
+GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
+exit $status
