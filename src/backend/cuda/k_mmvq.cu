@@ -358,22 +358,13 @@ struct MmqTile {
     const int32_t* x;    // staged tokens, kXRow words each
     const float* xd;     // [64][NS]: each token's scales of this superblock
     const int* xs;       // [64][16]
+    const uint32_t* hl;  // [2][64][4]: the sums the min / offset terms take, as int8 hi (x64) and lo parts
     int r0, r1;          // the thread's two lane-rows in the group
     int g, tig;
 };
 
 __device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
     return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
-}
-
-// A staged token's sixteen 16-value sums, four 16-byte loads.
-__device__ __forceinline__ void token_sums(const MmqTile& t, int tk, int (&s)[16]) {
-    const int4* p = reinterpret_cast<const int4*>(t.xs + tk * kXsRow);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const int4 v = p[q];
-        s[4 * q] = v.x, s[4 * q + 1] = v.y, s[4 * q + 2] = v.z, s[4 * q + 3] = v.w;
-    }
 }
 
 template <DType D> struct Mq;
@@ -411,28 +402,31 @@ template <> struct Mq<DType::Q4_K> {
         }
         const float d[2] = {h2f(uint16_t(ra[0] & 0xffffu)), h2f(uint16_t(rb[0] & 0xffffu))};
         const float dmin[2] = {h2f(uint16_t(ra[0] >> 16)), h2f(uint16_t(rb[0] >> 16))};
-        // imx per output: the token's 32-value sums (loaded once per token, vectorised)
-        // weighted by the row's mins; exact integers, so the order is free.
+        // imx per output = the row's 8 mins . the token's 8 sums of 32 values, on the tensor
+        // cores: mins as int8 A (k 0..7, 8..15 zero), sums as int8 hi (x64) and lo parts
+        // (t.hl); exact integers, the same imx as any other order.
+        auto pack4 = [](int a, int b, int c, int d) {
+            return uint32_t(a) | (uint32_t(b) << 8) | (uint32_t(c) << 16) | (uint32_t(d) << 24);
+        };
+        const int am0 = int(t.tig == 0   ? pack4(mn[0][0], mn[0][1], mn[0][2], mn[0][3])
+                            : t.tig == 1 ? pack4(mn[0][4], mn[0][5], mn[0][6], mn[0][7])
+                                         : 0u);
+        const int am1 = int(t.tig == 0   ? pack4(mn[1][0], mn[1][1], mn[1][2], mn[1][3])
+                            : t.tig == 1 ? pack4(mn[1][4], mn[1][5], mn[1][6], mn[1][7])
+                                         : 0u);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < 8; ++nt) {
+            const int tok = nt * 8 + t.g;
+            int rh[4], rl[4];
+            mma_k16(rh, am0, am1, int(t.hl[tok * 4 + t.tig]));
+            mma_k16(rl, am0, am1, int(t.hl[256 + tok * 4 + t.tig]));
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int tk = nt * 8 + t.tig * 2 + c;
-                int xs[16];
-                token_sums(t, tk, xs);
-                int imx[2] = {0, 0};
-#pragma unroll
-                for (int s = 0; s < 8; ++s) {
-                    const int s32 = xs[2 * s] + xs[2 * s + 1];
-                    imx[0] += mn[0][s] * s32;
-                    imx[1] += mn[1][s] * s32;
-                }
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int i = 2 * h + c;
-                    seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[h], dmin[h], isc[nt][i], imx[h]));
-                }
+            for (int i = 0; i < 4; ++i) {
+                const int tk = nt * 8 + t.tig * 2 + (i & 1);
+                seg[nt][i] = __fadd_rn(seg[nt][i],
+                                       q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], 64 * rh[i] + rl[i]));
             }
+        }
     }
 };
 
@@ -472,26 +466,19 @@ template <> struct Mq<DType::Q6_K> {
             }
         }
         // The -32 offset of every 6-bit value: 32 * (the row's 16 scales . the token's 16
-        // sums), subtracted once per output (exact integers: the same comb as per group).
-        int scl[2][16];
+        // sums), subtracted once per output, on the tensor cores: the scales as int8 A, the
+        // sums as int8 hi (x64) and lo parts (t.hl); exact integers, the same comb.
+        const int as0 = int(t.tig == 0 ? sa[0] : t.tig == 1 ? sa[1] : t.tig == 2 ? sa[2] : sa[3]);
+        const int as1 = int(t.tig == 0 ? sb[0] : t.tig == 1 ? sb[1] : t.tig == 2 ? sb[2] : sb[3]);
 #pragma unroll
-        for (int g = 0; g < 16; ++g) scl[0][g] = int(int8_t(rbyte(sa, g))), scl[1][g] = int(int8_t(rbyte(sb, g)));
+        for (int nt = 0; nt < 8; ++nt) {
+            const int tok = nt * 8 + t.g;
+            int rh[4], rl[4];
+            mma_k16(rh, as0, as1, int(t.hl[tok * 4 + t.tig]));
+            mma_k16(rl, as0, as1, int(t.hl[256 + tok * 4 + t.tig]));
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int tk = nt * 8 + t.tig * 2 + c;
-                int xs[16];
-                token_sums(t, tk, xs);
-                int off[2] = {0, 0};
-#pragma unroll
-                for (int g = 0; g < 16; ++g) {
-                    off[0] += scl[0][g] * xs[g];
-                    off[1] += scl[1][g] * xs[g];
-                }
-                comb[nt][c] -= 32 * off[0];
-                comb[nt][2 + c] -= 32 * off[1];
-            }
+            for (int i = 0; i < 4; ++i) comb[nt][i] -= 32 * (64 * rh[i] + rl[i]);
+        }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -640,7 +627,33 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
         cp_async_wait1();
         __syncthreads();
         const uint8_t* st = smem + stage * St::kBytes;
+        uint32_t* hl = reinterpret_cast<uint32_t*>(smem + 2 * St::kBytes);
+        if (D != DType::Q8_0) {
+            // The sums the min (Q4_K: 8 of 32 values) or offset (Q6_K: 16 of 16) terms take,
+            // split v = 64 hi + lo with lo in 0..63 (both int8) for the tensor cores.
+            const int* xs = reinterpret_cast<const int*>(st + St::kW + St::kSide + St::kX + St::kXd);
+            for (int idx = threadIdx.x; idx < 64 * 4; idx += blockDim.x) {
+                const int tok = idx >> 2, w = idx & 3;
+                uint32_t hi = 0, lo = 0;
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    int v;
+                    if (D == DType::Q4_K) {
+                        const int s4 = 4 * w + b;
+                        v = s4 < 8 ? xs[tok * kXsRow + 2 * s4] + xs[tok * kXsRow + 2 * s4 + 1] : 0;
+                    } else {
+                        v = xs[tok * kXsRow + 4 * w + b];
+                    }
+                    hi |= (uint32_t(v >> 6) & 0xffu) << (8 * b);
+                    lo |= uint32_t(v & 63) << (8 * b);
+                }
+                hl[tok * 4 + w] = hi;
+                hl[256 + tok * 4 + w] = lo;
+            }
+            __syncthreads();
+        }
         MmqTile t;
+        t.hl = hl;
         t.w = reinterpret_cast<const uint32_t*>(st) + (warp >> 1) * C * 32 * 4;
         t.sd = reinterpret_cast<const uint16_t*>(st + St::kW) + (warp >> 1) * 32;
         t.x = reinterpret_cast<const int32_t*>(st + St::kW + St::kSide);
@@ -805,7 +818,7 @@ int64_t row_tiles_of(const Node* const* nodes, int count) {
 template <DType D>
 void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, const MatOffsets& po, dim3 grid,
                 cudaStream_t s) {
-    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes;
+    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 2 * 64 * 16;  // + the hi/lo sums
     static bool attr = [] {
         return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     }();
