@@ -72,9 +72,10 @@ def mmvq(s):
 
 parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
          mmvq(body('k_mmvq.cu'))]
-for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu']:
+for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])
+                 .replace('kWarps', 'kWarps_' + f.split('.')[0])
                  .replace('block_sum(', 'block_sum(' if f != 'k_mix.cu' else 'block_sum_mix('))
 txt = head + '\n'.join(parts)
 txt = txt.replace('extern __shared__ float p[];', 'float* p = reinterpret_cast<float*>(g_dyn.data());')
