@@ -81,6 +81,13 @@ class CudaBackend;
 
 enum Pair : uint8_t { NONE = 0, ADD_NORM, ROPE_PAIR };
 
+// Which paired launch covers node a and the node after it, b (NONE: they launch apart).
+Pair pair_of(const Node& a, const Node& b) {
+    if (add_rms_norm_fusable(a, b)) return ADD_NORM;
+    if (rope_pair_fusable(a, b)) return ROPE_PAIR;
+    return NONE;
+}
+
 class CudaSegment : public Segment {
 public:
     CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes);
@@ -482,8 +489,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
                 ++j;
         if (fuse && j == i + 1 && j < nodes_.size()) {  // launched with the next node
-            if (launched_together(nodes_[i], nodes_[j]))
-                pair_[i] = nodes_[i].op == Op::ADD ? ADD_NORM : ROPE_PAIR;
+            pair_[i] = pair_of(nodes_[i], nodes_[j]);
             if (pair_[i] != NONE) ++j;
         }
         fused_[i] = uint8_t(j - i);
@@ -577,6 +583,6 @@ std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<C
 
 bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
-bool launched_together(const Node& a, const Node& b) { return add_rms_norm_fusable(a, b) || rope_pair_fusable(a, b); }
+bool launched_together(const Node& a, const Node& b) { return pair_of(a, b) != NONE; }
 
 }  // namespace glia::cuda

@@ -295,8 +295,7 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
     Tensor& kc = *n.src[AttnArg::K_CACHE];
     Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
-    const bool vec = k.nb[1] % 16 == 0 && k.nb[2] % 16 == 0 && v.nb[1] % 16 == 0 && v.nb[2] % 16 == 0 &&
-                     aligned16(k.data) && aligned16(v.data) && kc.nb[1] % 8 == 0 && vc.nb[1] % 8 == 0 &&
+    const bool vec = rows16(k) && rows16(v) && kc.nb[1] % 8 == 0 && vc.nb[1] % 8 == 0 &&
                      (reinterpret_cast<uintptr_t>(kc.data) & 7) == 0 && (reinterpret_cast<uintptr_t>(vc.data) & 7) == 0;
     if (vec)  // head sizes are multiples of 8 (supports())
         launch_pdl(store_kv4_kernel, dim3(unsigned(T), unsigned(n_kv)), dim3(unsigned((std::max(hd, hd_v) / 4 + 31) / 32 * 32)),

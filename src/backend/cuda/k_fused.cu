@@ -72,9 +72,8 @@ void launch_add_rms_norm(const Node& add, const Node& norm, cudaStream_t s) {
     const Tensor& b = *add.src[BinaryArg::B];
     const Tensor* w = norm.src[NormArg::W];
     const int64_t rows = a.ne[1] * a.ne[2];
-    const bool vec = a.ne[0] % 4 == 0 && a.nb[1] % 16 == 0 && a.nb[2] % 16 == 0 && b.nb[1] % 16 == 0 &&
-                     b.nb[2] % 16 == 0 && aligned16(a.data) && aligned16(b.data) && aligned16(add.out->data) &&
-                     aligned16(norm.out->data) && (!w || aligned16(w->data));
+    const bool vec = rows16(a) && rows16(b) && aligned16(add.out->data) && aligned16(norm.out->data) &&
+                     (!w || aligned16(w->data));
     launch_pdl(vec ? add_rms_norm4_kernel : add_rms_norm_kernel, dim3(unsigned(rows)),
                dim3(vec ? norm_threads(a.ne[0]) : 256), 0, s, Rows::of(a), Rows::of(b), add.out->ptr<float>(),
                w ? w->ptr<float>() : nullptr, norm.p<NormParams>().eps, norm.out->ptr<float>(), a.ne[0]);

@@ -140,8 +140,7 @@ void launch_rms_norm(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[NormArg::X];
     const Tensor* w = n.src[NormArg::W];
     const int64_t rows = x.ne[1] * x.ne[2];
-    const bool vec = x.ne[0] % 4 == 0 && x.nb[1] % 16 == 0 && x.nb[2] % 16 == 0 && aligned16(x.data) &&
-                     aligned16(n.out->data) && (!w || aligned16(w->data));
+    const bool vec = rows16(x) && aligned16(n.out->data) && (!w || aligned16(w->data));
     launch_pdl(vec ? rms_norm4_kernel : rms_norm_kernel, dim3(unsigned(rows)), dim3(vec ? norm_threads(x.ne[0]) : 256),
                0, s, Rows::of(x), w ? w->ptr<float>() : nullptr, n.p<NormParams>().eps, n.out->ptr<float>(), x.ne[0]);
 }

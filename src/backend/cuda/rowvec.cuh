@@ -16,6 +16,10 @@ inline int norm_threads(int64_t ne0) {
     return int(warps < 1 ? 32 : warps > 32 ? 1024 : warps * 32);
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+// Whether every row of t can be read as float4 chunks: a whole number of them, 16-byte aligned.
+inline bool rows16(const Tensor& t) {
+    return t.ne[0] % 4 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0 && aligned16(t.data);
+}
 // Whether the bytes two tensors span meet (views included).
 inline bool overlaps(const Tensor& a, const Tensor& b) {
     const char* pa = static_cast<const char*>(a.data);
