@@ -412,6 +412,45 @@ TEST(CudaPairs, RopePairOnlyWhenTheOperandsAreApart) {
     EXPECT_FALSE(cuda::launched_together(g.nodes()[0], g.nodes()[3])) << "other parameters";
 }
 
+// F16/BF16 products of one input (q/k/v, gate/up) run as one tensor-core launch only when
+// every product would compute the same alone: same input rows, weight type and K, weight
+// rows the kernels can read 16 bytes at a time, and no output written over the input.
+TEST(CudaPairs, F16ProductsGroupOnlyOverOneInputApart) {
+    alignas(16) static uint16_t wq[64 * 32 + 8], wk[64 * 16 + 8], wl[96 * 16], wb[64 * 16];
+    alignas(16) static float bx[64 * 3], bx2[64 * 3], bq[32 * 3], bk[16 * 3];
+    Tensor x = Tensor::make(DType::F32, 64, 3), x2 = Tensor::make(DType::F32, 64, 3);
+    x.data = bx;
+    x2.data = bx2;
+    Tensor q = Tensor::make(DType::F16, 64, 32), k = Tensor::make(DType::F16, 64, 16);
+    Tensor kl = Tensor::make(DType::F16, 96, 16), kb = Tensor::make(DType::BF16, 64, 16);
+    q.data = wq;
+    k.data = wk;
+    kl.data = wl;
+    kb.data = wb;
+    Tensor oq = Tensor::make(DType::F32, 32, 3), ok = Tensor::make(DType::F32, 16, 3);
+    oq.data = bq;
+    ok.data = bk;
+    auto mm = [](Tensor& w, Tensor& in, Tensor& out) {
+        Node n;
+        n.op = Op::MATMUL;
+        n.src[MatmulArg::W] = &w;
+        n.src[MatmulArg::X] = &in;
+        n.out = &out;
+        return n;
+    };
+    EXPECT_TRUE(cuda::products_grouped(mm(q, x, oq), mm(k, x, ok)));
+    EXPECT_FALSE(cuda::products_grouped(mm(q, x, oq), mm(k, x2, ok))) << "another input";
+    EXPECT_FALSE(cuda::products_grouped(mm(q, x, oq), mm(kl, x, ok))) << "another K";
+    EXPECT_FALSE(cuda::products_grouped(mm(q, x, oq), mm(kb, x, ok))) << "another weight type";
+    k.data = wk + 1;  // rows not on 16 bytes
+    EXPECT_FALSE(cuda::products_grouped(mm(q, x, oq), mm(k, x, ok))) << "unaligned weights";
+    k.data = wk;
+    ok.data = bx + 64;  // k's output over the input
+    EXPECT_FALSE(cuda::products_grouped(mm(q, x, oq), mm(k, x, ok))) << "output over the input";
+    ok.data = bk;
+    EXPECT_TRUE(cuda::products_grouped(mm(q, x, oq), mm(k, x, ok)));
+}
+
 #endif
 
 // Every golden prompt of every model with everything on the stand-in, against the

@@ -2,7 +2,8 @@
 // on the host by emu.h, as a backend for the op harness (src/debug/op_check.h): their index
 // arithmetic, strides and launch code checked against the scalar references on a machine
 // without a GPU; the packed products of k_mmvq.cu (dp4a and emulated int8 mma.sync) are
-// checked for bit equality across token counts (check_products). What it cannot show:
+// checked for bit equality across token counts (check_products), and so are the F16/BF16
+// tensor-core products of k_mma16.cu (check_mma16_products). What it cannot show:
 // alignment faults, register or shared-memory limits, races between warps (threads here are
 // scheduled by the OS), speed. run.sh builds it.
 #include "kernels_emu.h"
@@ -79,6 +80,16 @@ private:
     std::vector<float> scratch_;
 };
 
+// A MATMUL node out = w . x.
+Node matmul_node(Tensor& w, Tensor& x, Tensor& out) {
+    Node n;
+    n.op = Op::MATMUL;
+    n.src[MatmulArg::W] = &w;
+    n.src[MatmulArg::X] = &x;
+    n.out = &out;
+    return n;
+}
+
 // The packed products (k_mmvq.cu: dp4a for 1-8 tokens, int8 tensor cores from 32): every
 // token's outputs must be the same bits whatever the number of tokens in the product, and
 // near the float product of the dequantized weights. Returns the number of failed checks.
@@ -112,11 +123,7 @@ int check_products() {
             Tensor ot = Tensor::make(DType::F32, N, nt);
             std::vector<float> out(size_t(N * nt));
             ot.data = out.data();
-            Node n;
-            n.op = Op::MATMUL;
-            n.src[MatmulArg::W] = &w;
-            n.src[MatmulArg::X] = &xt;
-            n.out = &ot;
+            Node n = matmul_node(w, xt, ot);
             const Node* one = &n;
             std::vector<uint8_t> scratch(matmul_packed_scratch_bytes(&one, 1) + 256);
             launch_matmul_packed(&one, 1, nullptr, scratch.data());
@@ -148,52 +155,105 @@ int check_products() {
     return bad;
 }
 
-// F16/BF16 products (k_matmul.cu): the four-chunks-ahead kernel against the generic one
-// (GLIA_F16_AHEAD=0), bit for bit, at 1, 3 and 9 tokens, K with a partial last pass.
-int check_float_products() {
+// F16/BF16 products on tensor cores (k_mma16.cu): the one-to-32-token kernel at 1, 3 and 20
+// tokens (and 3 from rows it cannot read 16 bytes at a time) must give the bits of the
+// 130-token tile kernel, three products of one input in one launch (3 and 40 tokens) the
+// bits of each alone, and all be near the double-precision product of the rounded values.
+int check_mma16_products() {
     using namespace glia::emucuda;
     int bad = 0;
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (DType t : {DType::F16, DType::BF16})
-        for (int64_t T : {1, 3, 9}) {
-            const int64_t K = 32 * 160, N = 13;  // 160 chunks: one full pass of 128 and a partial one
-            const quant::TypeTraits& tr = quant::traits(t);
-            std::vector<float> wf(size_t(N * K)), x(size_t(T * K));
-            for (float& v : wf) v = nd(rng);
-            for (float& v : x) v = nd(rng);
-            std::vector<uint16_t> raw(size_t(N * K) + 8);
-            for (int64_t r = 0; r < N; ++r) tr.quantize_row(wf.data() + r * K, raw.data() + r * K, K);
-            Tensor w = Tensor::make(t, K, N);
-            w.data = raw.data();
-            Tensor xt = Tensor::make(DType::F32, K, T);
-            xt.data = x.data();
-            auto run = [&](const char* ahead) {
-                setenv("GLIA_F16_AHEAD", ahead, 1);
-                std::vector<float> out(size_t(N * T)), xr(size_t(K * T));
-                Tensor ot = Tensor::make(DType::F32, N, T);
-                ot.data = out.data();
-                Node n;
-                n.op = Op::MATMUL;
-                n.src[MatmulArg::W] = &w;
-                n.src[MatmulArg::X] = &xt;
-                n.out = &ot;
-                launch_matmul(n, nullptr, xr.data());
-                return out;
-            };
-            const std::vector<float> a = run("1"), b = run("0");
-            unsetenv("GLIA_F16_AHEAD");
-            const bool ok = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-            bad += !ok;
-            std::printf("%-60s %s\n", (std::string("MATMUL ") + dtype_name(t) + " ahead = generic, T=" + std::to_string(T)).c_str(),
-                        ok ? "ok  bit-equal" : "BAD outputs differ");
+    for (DType t : {DType::F16, DType::BF16}) {
+        const int64_t K = 32 * 44, N = 70, T = 130;  // 6 segments (the last of 4 steps), partial tiles
+        const quant::TypeTraits& tr = quant::traits(t);
+        std::vector<float> wf(size_t(N * K)), x(size_t(T * K));
+        for (float& v : wf) v = nd(rng);
+        for (float& v : x) v = nd(rng);
+        std::vector<uint16_t> raw(size_t(N * K) + 8);
+        for (int64_t r = 0; r < N; ++r) tr.quantize_row(wf.data() + r * K, raw.data() + r * K, K);
+        Tensor w = Tensor::make(t, K, N);
+        w.data = raw.data();
+        auto product = [&](const float* xs, int64_t nt, int64_t stride) {
+            std::vector<float> xb(size_t(nt * stride) + 4);
+            for (int64_t i = 0; i < nt; ++i) std::memcpy(xb.data() + 1 * (stride != K) + i * stride, xs + i * K, size_t(K) * 4);
+            Tensor xt = Tensor::make(DType::F32, K, nt);
+            xt.data = xb.data() + 1 * (stride != K);
+            xt.nb[1] = size_t(stride) * 4;
+            std::vector<float> out(size_t(N * nt)), xr(size_t(K * nt));
+            Tensor ot = Tensor::make(DType::F32, N, nt);
+            ot.data = out.data();
+            Node n = matmul_node(w, xt, ot);
+            if (!mma16_usable(n)) fail("emu: the F16/BF16 tensor-core product does not take ", dtype_name(t));
+            launch_matmul(n, nullptr, xr.data());
+            return out;
+        };
+        const std::vector<float> all = product(x.data(), T, K);
+        int differ = 0;
+        for (int64_t tk : {int64_t(0), int64_t(17), T - 1}) {
+            const std::vector<float> one = product(x.data() + tk * K, 1, K);
+            differ += std::memcmp(one.data(), all.data() + tk * N, size_t(N) * 4) != 0;
         }
+        const std::vector<float> three = product(x.data() + 5 * K, 3, K);
+        differ += std::memcmp(three.data(), all.data() + 5 * N, size_t(3 * N) * 4) != 0;
+        const std::vector<float> odd = product(x.data() + 5 * K, 3, K + 1);  // rows 4 bytes off 16
+        differ += std::memcmp(odd.data(), all.data() + 5 * N, size_t(3 * N) * 4) != 0;
+        const std::vector<float> twenty = product(x.data() + 100 * K, 20, K);
+        differ += std::memcmp(twenty.data(), all.data() + 100 * N, size_t(20 * N) * 4) != 0;
+        // Three products of one input in one launch (q/k/v): each output as alone.
+        Tensor w2 = Tensor::make(t, K, 24);
+        w2.data = raw.data() + 7 * K;
+        for (int64_t nt : {int64_t(3), int64_t(40)}) {
+            Tensor xt = Tensor::make(DType::F32, K, nt);
+            std::vector<float> xb(x.begin(), x.begin() + nt * K), xr(size_t(K * nt));
+            xt.data = xb.data();
+            std::vector<float> o[3] = {std::vector<float>(size_t(N * nt)), std::vector<float>(size_t(24 * nt)),
+                                       std::vector<float>(size_t(N * nt))};
+            Tensor ot[3] = {Tensor::make(DType::F32, N, nt), Tensor::make(DType::F32, 24, nt), Tensor::make(DType::F32, N, nt)};
+            Node ns[3];
+            const Node* group[3];
+            for (int m = 0; m < 3; ++m) {
+                ot[m].data = o[m].data();
+                ns[m] = matmul_node(m == 1 ? w2 : w, xt, ot[m]);
+                group[m] = &ns[m];
+            }
+            if (!mma16_fusable(ns[0], ns[1]) || !mma16_fusable(ns[0], ns[2])) fail("emu: q/k/v-like products not fusable");
+            launch_matmul_mma16(group, 3, nullptr, xr.data());
+            differ += std::memcmp(o[0].data(), all.data(), o[0].size() * 4) != 0;
+            differ += std::memcmp(o[2].data(), all.data(), o[2].size() * 4) != 0;
+            std::vector<float> alone(size_t(24 * nt));
+            ot[1].data = alone.data();
+            launch_matmul(ns[1], nullptr, xr.data());
+            differ += std::memcmp(o[1].data(), alone.data(), alone.size() * 4) != 0;
+        }
+        double err = 0, ref_max = 0;
+        std::vector<float> wd(static_cast<size_t>(K));
+        for (int64_t r = 0; r < N; ++r) {
+            tr.dequantize_row(raw.data() + r * K, wd.data(), K);
+            for (int64_t tk = 0; tk < T; ++tk) {
+                double ref = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                    const float xv = x[size_t(tk * K + k)];
+                    const float xr = t == DType::F16 ? f16_to_f32(f32_to_f16(xv)) : bf16_to_f32(f32_to_bf16(xv));
+                    ref += double(wd[size_t(k)]) * xr;
+                }
+                err = std::max(err, std::fabs(ref - all[size_t(tk * N + r)]));
+                ref_max = std::max(ref_max, std::fabs(ref));
+            }
+        }
+        const double rel = err / ref_max;
+        const bool ok = differ == 0 && rel < 1e-5;
+        bad += !ok;
+        std::printf("%-60s %s err %.2g (bound 1e-05), %d of 12 token sets not bit-equal to the 130-token product (or alone)\n",
+                    (std::string("MATMUL tensor cores ") + dtype_name(t) + " 1408x70 T=1,3,20,130").c_str(),
+                    ok ? "ok " : "BAD", rel, differ);
+    }
     return bad;
 }
 
 int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products")
-        return check_products() + check_float_products();
+        return check_products() + check_mma16_products();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {
@@ -276,7 +336,7 @@ int main() {
             run(r);
         }
     }
-    const int pb = check_products() + check_float_products();
-    std::printf("%d of %d checks failed\n", bad + pb, n + 9);
+    const int pb = check_products() + check_mma16_products();
+    std::printf("%d of %d checks failed\n", bad + pb, n + 5);
     return bad + pb;
 }

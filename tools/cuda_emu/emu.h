@@ -8,12 +8,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <memory>
 #include <vector>
+#include "core/f16.h"
 struct dim3 { unsigned x = 1, y = 1, z = 1; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 using cudaStream_t = void*;
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim, gridDim;
 inline std::barrier<>* g_bar;
+inline thread_local std::barrier<>* g_wbar;  // this thread's warp (mma)
 inline std::vector<double> g_xchg(1024);
 inline std::atomic<int> g_or{0};
 inline std::vector<char> g_dyn(1 << 20);
@@ -36,9 +39,18 @@ template <class F, class... A> void emu_launch(dim3 grid, dim3 block, size_t, cu
         blockIdx = dim3(x, y, z);
         std::barrier<> bar(block.x);
         g_bar = &bar;
+        std::vector<std::unique_ptr<std::barrier<>>> warps;
+        for (unsigned w = 0; w * 32 < block.x; ++w)
+            warps.emplace_back(new std::barrier<>(std::ptrdiff_t(block.x - w * 32 < 32 ? block.x - w * 32 : 32)));
         std::vector<std::thread> th;
         for (unsigned t = 0; t < block.x; ++t)
-            th.emplace_back([&, t] { threadIdx = dim3(t); f(args...); bar.arrive_and_drop(); });
+            th.emplace_back([&, t] {
+                threadIdx = dim3(t);
+                g_wbar = warps[t / 32].get();
+                f(args...);
+                bar.arrive_and_drop();
+                g_wbar->arrive_and_drop();
+            });
         for (auto& h : th) h.join();
     }
 }
@@ -56,7 +68,7 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 #define __device__
 #define __host__
 #define __global__
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __forceinline__ inline
 #define cudaGetLastError() 0
 #define __restrict__
@@ -91,7 +103,7 @@ inline void cp_async4(void* smem, const void* gmem, bool pred) {
     if (pred) std::memcpy(smem, gmem, 4); else std::memset(smem, 0, 4);
 }
 inline void cp_async_commit() {}
-inline void cp_async_wait1() {}
+template <int N> void cp_async_wait() {}
 // mma.sync m16n8k32 / m16n8k16, s8 x s8 -> s32, C = 0, with the PTX fragment layouts
 // (groupID g = lane / 4, t = lane % 4): A row g (regs 0, 2) or g + 8 (regs 1, 3), bytes
 // k = 4t + i (+ 16 for regs 2, 3); B column g, bytes k = 4t + i (+ 16 for reg 1); D rows g,
@@ -125,4 +137,32 @@ inline void mma_k16(int (&d)[4], int a0, int a1, int b0) {
     g_bar->arrive_and_wait();
     mma_emu(d, 16);
     g_bar->arrive_and_wait();
+}
+// mma.sync m16n8k16 with 16-bit floats (f16, or bf16) and f32 accumulation, d += A . B, the
+// PTX fragment layouts (two values a register, the lower k in the low half): A regs 0, 2
+// row g, regs 1, 3 row g + 8, k 2t, 2t + 1 (+ 8 for regs 2, 3); B column g, k 2t, 2t + 1 (+ 8
+// for reg 1). The sum is one fused multiply-add chain from d in k order: a fixed order, as
+// the hardware's is, though not the hardware's rounding. Only the thread's warp meets.
+inline std::vector<uint32_t> g_h16(1024 * 6);
+template <bool bf16>
+inline void mma_h16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    const int t = int(threadIdx.x), base = t & ~31, lane = t & 31, g = lane >> 2, tig = lane & 3;
+    uint32_t* me = &g_h16[size_t(t) * 6];
+    me[0] = a0, me[1] = a1, me[2] = a2, me[3] = a3, me[4] = b0, me[5] = b1;
+    g_wbar->arrive_and_wait();
+    auto val = [](uint32_t w, int k) {
+        const uint16_t h = uint16_t(k % 2 ? w >> 16 : w & 0xffffu);
+        return bf16 ? glia::bf16_to_f32(h) : glia::f16_to_f32(h);
+    };
+    auto A = [&](int row, int k) { return val(g_h16[size_t(base + (row % 8) * 4 + (k % 8) / 2) * 6 + (row >= 8) + 2 * (k >= 8)], k); };
+    auto B = [&](int k, int n) { return val(g_h16[size_t(base + n * 4 + (k % 8) / 2) * 6 + 4 + (k >= 8)], k); };
+    float r[4];
+    for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1), col = tig * 2 + (i & 1);
+        float s = d[i];
+        for (int k = 0; k < 16; ++k) s = std::fma(A(row, k), B(k, col), s);
+        r[i] = s;
+    }
+    g_wbar->arrive_and_wait();
+    for (int i = 0; i < 4; ++i) d[i] = r[i];
 }

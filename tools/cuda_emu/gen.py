@@ -40,6 +40,7 @@ inline float block_sum(float v) {  // the device's order: warp sums, then warp 0
 inline uint16_t __float2bfloat16_rn(float f) { return glia::f32_to_bf16(f); }
 inline float __bfloat162float(uint16_t h) { return glia::bf16_to_f32(h); }
 inline uint16_t f2h(float f) { return glia::f32_to_f16(f); }
+inline uint16_t f2bf(float f) { return glia::f32_to_bf16(f); }
 struct __half { uint16_t v; };
 inline __half __float2half_rn(float f) { return {glia::f32_to_f16(f)}; }
 inline float __half2float(__half h) { return glia::f16_to_f32(h.v); }
@@ -63,15 +64,13 @@ struct Rows {
 }
 '''
 def mmvq(s):
-    # the inline-assembly helpers (tensor-core mma, cp.async) come from emu.h instead
-    s = re.sub(r'__device__ __forceinline__ void (mma_k32|mma_k16|cp_async16|cp_async4)\(.*?\n}\n', '', s, flags=re.S)
-    s = re.sub(r'__device__ __forceinline__ void (cp_async_commit|cp_async_wait1)\(\) \{[^\n]*\n', '', s)
+    # the inline-assembly helpers (mma.cuh: tensor-core mma, cp.async) come from emu.h instead
     s = s.replace('extern __shared__ float part[];', 'float* part = reinterpret_cast<float*>(g_dyn.data());')
     return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
                      'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
 
 parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
-         mmvq(body('k_mmvq.cu'))]
+         mmvq(body('k_mmvq.cu')), mmvq(body('k_mma16.cu'))]
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])

@@ -1,5 +1,6 @@
 // Shared by the CUDA kernels: error checks that name the op, f16 helpers, launch sizes.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -65,6 +66,7 @@ void launch_pdl(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_
 __device__ inline float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ inline uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 __device__ inline float round_h(float f) { return __half2float(__float2half_rn(f)); }
+__device__ inline uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 __device__ inline float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -111,6 +113,14 @@ void launch_act_round(DType weight_type, const char* x, int64_t nb1, int64_t nb2
                       float* out, cudaStream_t s);
 // xr: K x T floats of scratch for the rounded activations (act_rounding).
 void launch_matmul(const Node& n, cudaStream_t s, float* xr);
+// F16/BF16 weights on tensor cores (k_mma16.cu): any token count, the same bits for each
+// token whatever the count; rows of 16-byte multiples, K a multiple of 32. GLIA_CUDA_MMA16=0:
+// never (the generic kernel of launch_matmul). Products of one input (mma16_fusable with
+// the first, at most mma16_max_group()) run as one launch. scratch: T x K 16-bit values.
+bool mma16_usable(const Node& n);
+bool mma16_fusable(const Node& a, const Node& b);
+int mma16_max_group();
+void launch_matmul_mma16(const Node* const* nodes, int count, cudaStream_t s, void* scratch);
 // counters: attention_counters(n) ints, zero, left zero (null: a separate merge kernel).
 void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counters);
 size_t attention_counters(const Node& n);

@@ -391,9 +391,11 @@ public:
                  cudaGetErrorString(err));
     }
 
-    // Packed products of one input in one launch (matmul_packed_fusable pairs).
-    void launch_matmul_group(const Node* const* nodes, int count) {
-        launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)));
+    // Products of one input in one launch: packed weights (matmul_packed_fusable pairs) or
+    // F16/BF16 on tensor cores (mma16_fusable).
+    void launch_matmul_group(const Node* const* nodes, int count, bool packed) {
+        if (packed) launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)));
+        else launch_matmul_mma16(nodes, count, stream_, act_scratch(*nodes[0]));
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
             fail("CUDA error in MATMUL x", count, " '", nodes[0]->out->name, "'",
@@ -478,7 +480,8 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         orig_.push_back(n);
         packed_.push_back(packed_weight(n->src[0]) ? 1 : 0);
     }
-    // Consecutive packed products of one input (q/k/v, gate/up) launch together.
+    // Consecutive packed (or F16/BF16 tensor-core) products of one input (q/k/v, gate/up)
+    // launch together.
     const bool fuse = b.fuse();
     fused_.assign(nodes_.size(), 1);
     pair_.assign(nodes_.size(), 0);
@@ -487,6 +490,10 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         if (fuse && nodes_[i].op == Op::MATMUL && packed_[i])
             while (j < nodes_.size() && int(j - i) < matmul_packed_max_group() && nodes_[j].op == Op::MATMUL &&
                    packed_[j] && matmul_packed_fusable(nodes_[i], nodes_[j]))
+                ++j;
+        else if (fuse && nodes_[i].op == Op::MATMUL && mma16_usable(nodes_[i]))
+            while (j < nodes_.size() && int(j - i) < mma16_max_group() && nodes_[j].op == Op::MATMUL && !packed_[j] &&
+                   mma16_fusable(nodes_[i], nodes_[j]))
                 ++j;
         if (fuse && j == i + 1 && j < nodes_.size()) {  // launched with the next node
             pair_[i] = pair_of(nodes_[i], nodes_[j]);
@@ -516,7 +523,7 @@ void CudaSegment::launch_range(size_t first, size_t count) {
         } else if (fused_[i] > 1) {
             const Node* group[8];
             for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];
-            b_.launch_matmul_group(group, fused_[i]);
+            b_.launch_matmul_group(group, fused_[i], packed_[i] != 0);
         } else {
             b_.launch(nodes_[i], packed_[i] != 0);
         }
@@ -584,5 +591,7 @@ std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<C
 bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
 bool launched_together(const Node& a, const Node& b) { return pair_of(a, b) != NONE; }
+
+bool products_grouped(const Node& a, const Node& b) { return mma16_max_group() > 1 && mma16_fusable(a, b); }
 
 }  // namespace glia::cuda

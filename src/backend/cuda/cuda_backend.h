@@ -28,5 +28,9 @@ bool node_supported(const Node& n);
 // the RoPE of q and of k): only when the pair computes what the two launches would, which
 // includes that neither writes where the other reads. No device needed.
 bool launched_together(const Node& a, const Node& b);
+// Whether F16/BF16 products a (the group's first) and b run as one tensor-core launch: the
+// same input, weight type and K, 16-byte weight rows, and no output over the input. No
+// device needed.
+bool products_grouped(const Node& a, const Node& b);
 
 }  // namespace glia::cuda

@@ -3,9 +3,7 @@
 // chunks of the row (lane, lane + 32, ...) and multiplies them with the tokens' values,
 // then the warp sums its lanes. The order of every output's sum depends on K only, never
 // on the number of tokens, so a batch changes no row's bits. Decode reads each weight
-// byte once per 8 tokens; the tensor-core path for prefill is the next step (issue 12).
-#include <cstdlib>
-
+// byte once per 8 tokens. F16/BF16 weights go to tensor cores where they can (k_mma16.cu).
 #include "dequant.cuh"
 
 namespace glia::cuda {
@@ -52,80 +50,16 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_kernel(const uint8_t* w, i
     }
 }
 
-// F16/BF16 rows (16-byte aligned): the same sums in the same order as matmul_kernel, with
-// the raw 16-bit values of kAhead consecutive chunks of a lane (c, c + 32, ...) loaded
-// before the first of them is used, so that a warp has kAhead x 2 KB of the row in flight.
-constexpr int kAhead = 4;
-template <DType D>
-__global__ void __launch_bounds__(kWarps * 32) matmul16_kernel(const uint8_t* w, int64_t w_row, const float* x,
-                                                               int64_t x_row, float* out, int64_t K, int64_t N,
-                                                               int64_t T) {
-    const int lane = threadIdx.x % 32;
-    const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-    const int64_t t0 = int64_t(blockIdx.y) * kTok;
-    if (r >= N) return;
-    const int nt = int(T - t0 < kTok ? T - t0 : kTok);
-    const uint4* row = reinterpret_cast<const uint4*>(w + r * w_row);  // 4 per chunk
-    const int64_t nc = K / 32;
-    float acc[kTok] = {};
-    for (int64_t c0 = lane; c0 < nc; c0 += 32 * kAhead) {
-        uint4 raw[kAhead][4];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) {
-            const int64_t c = c0 + 32 * u;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) raw[u][i] = c < nc ? __ldg(row + c * 4 + i) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) {
-            const int64_t c = c0 + 32 * u;
-            if (c >= nc) break;
-            float v[32];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const uint32_t wd[4] = {raw[u][i].x, raw[u][i].y, raw[u][i].z, raw[u][i].w};
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const uint16_t lo = uint16_t(wd[k] & 0xffffu), hi = uint16_t(wd[k] >> 16);
-                    if (D == DType::F16) {
-                        v[8 * i + 2 * k] = h2f(lo);
-                        v[8 * i + 2 * k + 1] = h2f(hi);
-                    } else {
-                        v[8 * i + 2 * k] = __uint_as_float(uint32_t(lo) << 16);
-                        v[8 * i + 2 * k + 1] = __uint_as_float(uint32_t(hi) << 16);
-                    }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < kTok; ++j) {
-                if (j >= nt) break;
-                const float4* xp = reinterpret_cast<const float4*>(x + (t0 + j) * x_row + c * 32);
-                float a = 0.0f;
-#pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const float4 xv = xp[q];
-                    a = fmaf(v[4 * q], xv.x, a);
-                    a = fmaf(v[4 * q + 1], xv.y, a);
-                    a = fmaf(v[4 * q + 2], xv.z, a);
-                    a = fmaf(v[4 * q + 3], xv.w, a);
-                }
-                acc[j] += a;
-            }
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < kTok; ++j) {
-        if (j >= nt) break;
-        const float s = warp_sum(acc[j]);
-        if (lane == 0) out[(t0 + j) * N + r] = s;
-    }
-}
-
 }  // namespace
 
 bool matmul_type_supported(DType t) { return type_supported(t); }
 
 void launch_matmul(const Node& n, cudaStream_t s, float* xr) {
+    if (mma16_usable(n)) {  // F16/BF16: tensor cores
+        const Node* one = &n;
+        launch_matmul_mma16(&one, 1, s, xr);
+        return;
+    }
     const Tensor& w = *n.src[MatmulArg::W];
     const Tensor& x = *n.src[MatmulArg::X];
     const int64_t K = w.ne[0], N = w.ne[1], T = x.n_rows();
@@ -136,15 +70,6 @@ void launch_matmul(const Node& n, cudaStream_t s, float* xr) {
         launch_act_round(w.type, static_cast<const char*>(x.data), int64_t(x.nb[1]), 0, K, T, 1, xr, s);
         xp = xr;
         x_row = K;
-    }
-    // GLIA_F16_AHEAD=0: the generic kernel for F16/BF16 too (A/B; the same bits).
-    const char* ahead = std::getenv("GLIA_F16_AHEAD");
-    const bool rows16 = (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.nb[1] % 16 == 0;
-    if (rows16 && (w.type == DType::F16 || w.type == DType::BF16) && !(ahead && *ahead == '0')) {
-        auto k = w.type == DType::F16 ? matmul16_kernel<DType::F16> : matmul16_kernel<DType::BF16>;
-        k<<<grid, kWarps * 32, 0, s>>>(static_cast<const uint8_t*>(w.data), int64_t(w.nb[1]), xp, x_row,
-                                       n.out->ptr<float>(), K, N, T);
-        return;
     }
     GLIA_CUDA_TYPE_SWITCH(w.type, (matmul_kernel<D><<<grid, kWarps * 32, 0, s>>>(
                                       static_cast<const uint8_t*>(w.data), int64_t(w.nb[1]), xp, x_row,

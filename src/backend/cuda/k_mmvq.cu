@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include "dequant.cuh"
+#include "mma.cuh"
 #include "packed.cuh"
 
 namespace glia::cuda {
@@ -337,18 +338,6 @@ __global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, Mat
 // from mma.sync (int8 in, int32 out, exact), and each output then takes exactly the
 // dp4a kernel's float steps in the same order (per-sub-block terms, segment sums added
 // in order), so both kernels give the same bits.
-__device__ __forceinline__ void mma_k32(int (&d)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
-}
-__device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
-}
-
 constexpr int kXRow = 68;   // words per staged token row (256 bytes + 16 of padding)
 constexpr int kXsRow = 20;  // ints per staged token's 16-value sums (16 + 4 of padding: 16-byte rows)
 
@@ -514,18 +503,6 @@ template <> struct Mq<DType::Q8_0> {
     }
 };
 
-// Asynchronous 16- and 4-byte copies into shared memory (zero-filled when !pred).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
-    const unsigned sa = unsigned(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool pred) {
-    const unsigned sa = unsigned(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(pred ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
 // One pipeline stage in shared memory: the two packed row groups of one superblock and
 // the 64 tokens' activations for it.
 template <int C, int NS>
@@ -624,7 +601,7 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
         const int stage = (j - jb) & 1;
         if (j + 1 < je) issue_w(stage ^ 1, j + 1), issue_x(stage ^ 1, j + 1);
         cp_async_commit();
-        cp_async_wait1();
+        cp_async_wait<1>();
         __syncthreads();
         const uint8_t* st = smem + stage * St::kBytes;
         uint32_t* hl = reinterpret_cast<uint32_t*>(smem + 2 * St::kBytes);

@@ -1,0 +1,415 @@
+// MATMUL with F16/BF16 weights on tensor cores (mma.sync m16n8k16, f32 accumulation), for
+// any number of tokens: out[t][r] = W[r] . x[t], x rounded to the weight's 16-bit type first
+// (the values the reference's product sees; the products are then exact).
+//
+// One order of operations for every output, whatever the number of tokens:
+//  - K is walked in steps of 32 values. In step j, lane (g = lane / 4, t = lane % 4) of a
+//    16-row tile holds values [32j + 8t, 32j + 8t + 8) of rows g and g + 8 and of token g
+//    of an 8-token tile, as four 2-value registers each; registers 0, 1 feed one mma and
+//    registers 2, 3 the next (so each mma sees the k order the hardware fixes for it, with
+//    every lane's 16 bytes loaded in one piece).
+//  - The steps are cut into segments that depend on K alone (split_of): each segment's sum
+//    is a chain of mma from zero over its steps in order, and the output is
+//    ((0 + s0) + s1) + ... in segment order.
+//  - Row tiles start at multiples of 16 and token tiles at multiples of 8, so an output has
+//    the same place in its mma whatever kernel computes it.
+// The one-to-32-token kernel (a warp per segment, weights straight from global memory into
+// fragments) and the many-token kernel (128 x 128 tiles staged in shared memory by cp.async)
+// both follow it, so a batch changes no bits; which one runs depends on speed alone.
+#include <algorithm>
+#include <cstdlib>
+
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace glia::cuda {
+namespace {
+
+// The segments of a K: steps of 32 values, at least 8 a segment, at most 16 segments.
+struct Split {
+    int steps, cps, nseg;
+};
+Split split_of(int64_t K) {
+    const int steps = int(K / 32), cps = std::max(8, (steps + 15) / 16);
+    return {steps, cps, (steps + cps - 1) / cps};
+}
+
+// Two floats as one register of two 16-bit values (the lower k in the low half).
+template <bool bf16>
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+    if constexpr (bf16) return uint32_t(f2bf(lo)) | (uint32_t(f2bf(hi)) << 16);
+    else return uint32_t(f2h(lo)) | (uint32_t(f2h(hi)) << 16);
+}
+
+// Lane's 8 values of token row xt at step j: from the 16-bit copy (xh) or rounded here.
+template <bool bf16>
+__device__ __forceinline__ uint4 x_frag(const float* __restrict__ x32, const uint16_t* __restrict__ xh, int64_t off) {
+    if (xh) return *reinterpret_cast<const uint4*>(xh + off);
+    const float4 p = *reinterpret_cast<const float4*>(x32 + off);
+    const float4 q = *reinterpret_cast<const float4*>(x32 + off + 4);
+    return make_uint4(pack_h2<bf16>(p.x, p.y), pack_h2<bf16>(p.z, p.w), pack_h2<bf16>(q.x, q.y),
+                      pack_h2<bf16>(q.z, q.w));
+}
+
+// Up to kMats products of one input in one launch (q/k/v, gate/up): blocks [start[m],
+// start[m + 1]) of the grid's row dimension are matrix m's row tiles (16 or 128 rows).
+constexpr int kMats = 4;
+struct Mats16 {
+    const uint8_t* W[kMats];
+    float* out[kMats];
+    int N[kMats];
+    int start[kMats + 1];
+    int n;
+    int64_t w_row;  // bytes between weight rows (the same in every matrix)
+};
+// Block b's matrix, picked with constant indices only (an indexed kernel parameter would
+// be copied to local memory by every thread).
+struct Mat16 {
+    const uint8_t* w;
+    float* out;
+    int N, first;
+};
+__device__ __forceinline__ Mat16 mat_of(const Mats16& ms, int b) {
+    Mat16 r{ms.W[0], ms.out[0], ms.N[0], 0};
+#pragma unroll
+    for (int i = 1; i < kMats; ++i)
+        if (i < ms.n && b >= ms.start[i]) r = Mat16{ms.W[i], ms.out[i], ms.N[i], ms.start[i]};
+    return r;
+}
+
+// Each output of a 16-row, 8 NT-token block: its segment sums (part: [nseg][NT][32 lanes][4],
+// the lanes' mma layout) added in order from zero.
+template <int NT>
+__device__ __forceinline__ void add_segments(const float* part, float* __restrict__ out, int N, int T, int r0, int t0,
+                                             int nseg) {
+    for (int o = threadIdx.x; o < NT * 128; o += blockDim.x) {
+        const int i = o >> 7, ln = (o >> 2) & 31, c = o & 3;
+        const int row = r0 + (ln >> 2) + 8 * (c >> 1), tk = t0 + 8 * i + 2 * (ln & 3) + (c & 1);
+        if (row >= N || tk >= T) continue;
+        float sum = 0.0f;
+        for (int s = 0; s < nseg; ++s) sum = __fadd_rn(sum, part[((s * NT + i) * 32 + ln) * 4 + c]);
+        out[int64_t(tk) * N + row] = sum;
+    }
+}
+
+constexpr int kAhead = 4;  // steps of weight loads a warp has in flight while it computes as many
+
+// Block: 16 rows x 8 NT tokens, a warp per segment (blockDim = nseg warps, or fewer that take
+// segments w, w + warps, ...); each warp's segment sum goes to shared memory and the block
+// adds each output's sums in order. A warp loads the next kAhead steps of its two rows
+// before it multiplies the current ones. x: float rows (x32, x_row floats apart, 16-byte
+// aligned) rounded here, or the 16-bit copy xh (K apart).
+template <bool bf16, int NT>
+__global__ void __launch_bounds__(512) mma16_rows_kernel(Mats16 ms, const float* __restrict__ x32, int64_t x_row,
+                                                         const uint16_t* __restrict__ xh, int T, int K, int cps,
+                                                         int nseg) {
+    extern __shared__ float part[];  // [nseg][NT][32 lanes][4]
+    pdl_next();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const Mat16 mt = mat_of(ms, blockIdx.x);
+    const int N = mt.N;
+    const uint8_t* __restrict__ w = mt.w;
+    float* __restrict__ out = mt.out;
+    const int64_t w_row = ms.w_row;
+    const int r0 = (int(blockIdx.x) - mt.first) * 16, t0 = blockIdx.y * 8 * NT;
+    const int steps = K / 32;
+    const bool oka = r0 + g < N, okb = r0 + g + 8 < N;
+    const uint4* ra = reinterpret_cast<const uint4*>(w + int64_t(oka ? r0 + g : 0) * w_row) + t;
+    const uint4* rb = reinterpret_cast<const uint4*>(w + int64_t(okb ? r0 + g + 8 : 0) * w_row) + t;
+    const int64_t xs = xh ? int64_t(K) : x_row;
+    // Steps j .. j + kAhead - 1 (those below j1) of rows g and g + 8, zeros past them.
+    auto load = [&](uint4 (&wa)[kAhead], uint4 (&wb)[kAhead], int j, int j1) {
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) {
+            const bool in = j + u < j1;
+            wa[u] = in && oka ? __ldg(ra + 4 * (j + u)) : make_uint4(0, 0, 0, 0);
+            wb[u] = in && okb ? __ldg(rb + 4 * (j + u)) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    bool waited = false;
+    for (int s = warp; s < nseg; s += nw) {
+        const int j0 = s * cps, j1 = min(steps, j0 + cps);
+        float acc[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+        uint4 wa[kAhead], wb[kAhead], na[kAhead], nb[kAhead];
+        load(wa, wb, j0, j1);
+        if (!waited) {
+            pdl_wait();  // the first weights are on their way; x is the previous kernel's
+            waited = true;
+        }
+        for (int j = j0; j < j1; j += kAhead) {
+            const bool more = j + kAhead < j1;
+            if (more) load(na, nb, j + kAhead, j1);
+#pragma unroll
+            for (int u = 0; u < kAhead; ++u) {
+                if (j + u >= j1) break;
+#pragma unroll
+                for (int i = 0; i < NT; ++i) {
+                    const int tk = t0 + 8 * i + g;
+                    const uint4 xb = tk < T ? x_frag<bf16>(x32, xh, tk * xs + (j + u) * 32 + 8 * t)
+                                            : make_uint4(0, 0, 0, 0);
+                    mma_h16<bf16>(acc[i], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xb.x, xb.y);
+                    mma_h16<bf16>(acc[i], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xb.z, xb.w);
+                }
+            }
+            if (more) {
+#pragma unroll
+                for (int u = 0; u < kAhead; ++u) wa[u] = na[u], wb[u] = nb[u];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) part[((s * NT + i) * 32 + lane) * 4 + c] = acc[i][c];
+    }
+    if (!waited) pdl_wait();
+    __syncthreads();
+    add_segments<NT>(part, out, N, T, r0, t0, nseg);
+}
+
+// Many tokens: a block computes 128 rows x BN tokens, warps of 64 rows x 32 tokens (2 x
+// BN / 32 of them); each step's 128 weight rows and BN token rows (64 bytes each) go to
+// shared memory by cp.async, kStages steps ahead. Each warp keeps its running segment sums
+// (acc) and totals. Blocks with the same rows are neighbours in the grid (x: token tiles).
+constexpr int kBM = 128, kStages = 4;
+template <int BN> constexpr int tile_smem() { return kStages * (kBM + BN) * 64; }
+
+template <bool bf16, int BN>
+__global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const uint16_t* __restrict__ xh, int T,
+                                                               int K, int cps) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int kThreads = BN * 2, kStageBytes = (kBM + BN) * 64;
+    pdl_next();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp & 1, wn = warp >> 1;
+    const Mat16 mt = mat_of(ms, blockIdx.y);
+    const int N = mt.N;
+    const uint8_t* __restrict__ w = mt.w;
+    float* __restrict__ out = mt.out;
+    const int64_t w_row = ms.w_row;
+    const int n0 = blockIdx.x * BN, r0 = (int(blockIdx.y) - mt.first) * kBM;
+    const int steps = K / 32;
+    // Stage of step j: this thread copies 16-byte pieces tid, tid + threads, ... of the
+    // weight rows and of the token rows (piece c: row c / 4, values 8 (c % 4) .. + 8).
+    auto load = [&](int j, int stage) {
+        uint8_t* st = smem + stage * kStageBytes;
+#pragma unroll
+        for (int i = 0; i < kBM * 4 / kThreads; ++i) {
+            const int c = tid + kThreads * i, row = c >> 2, q = c & 3;
+            const bool okw = r0 + row < N;
+            cp_async16(st + row * 64 + q * 16, w + int64_t(okw ? r0 + row : 0) * w_row + (int64_t(j) * 32 + q * 8) * 2,
+                       okw);
+        }
+#pragma unroll
+        for (int i = 0; i < BN * 4 / kThreads; ++i) {
+            const int c = tid + kThreads * i, row = c >> 2, q = c & 3;
+            const bool okx = n0 + row < T;
+            cp_async16(st + (kBM + row) * 64 + q * 16, xh + int64_t(okx ? n0 + row : 0) * K + j * 32 + q * 8, okx);
+        }
+    };
+    float acc[4][4][4], tot[4][4][4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[a][b][c] = tot[a][b][c] = 0.0f;
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < steps) load(s, s);
+        cp_async_commit();
+    }
+    for (int j = 0; j < steps; ++j) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // step j's stage has arrived for every thread; step j - 1's is free
+        if (j + kStages - 1 < steps) load(j + kStages - 1, (j + kStages - 1) % kStages);
+        cp_async_commit();
+        const uint8_t* st = smem + (j % kStages) * kStageBytes;
+        uint4 xb[4];
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+            xb[b] = *reinterpret_cast<const uint4*>(st + (kBM + wn * 32 + b * 8 + g) * 64 + t * 16);
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const uint4 wa = *reinterpret_cast<const uint4*>(st + (wm * 64 + a * 16 + g) * 64 + t * 16);
+            const uint4 wb = *reinterpret_cast<const uint4*>(st + (wm * 64 + a * 16 + g + 8) * 64 + t * 16);
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                mma_h16<bf16>(acc[a][b], wa.x, wb.x, wa.y, wb.y, xb[b].x, xb[b].y);
+                mma_h16<bf16>(acc[a][b], wa.z, wb.z, wa.w, wb.w, xb[b].z, xb[b].w);
+            }
+        }
+        if ((j + 1) % cps == 0 || j + 1 == steps) {  // a segment ends: add its sums in order
+#pragma unroll
+            for (int a = 0; a < 4; ++a)
+#pragma unroll
+                for (int b = 0; b < 4; ++b)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        tot[a][b][c] = __fadd_rn(tot[a][b][c], acc[a][b][c]);
+                        acc[a][b][c] = 0.0f;
+                    }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int row = r0 + wm * 64 + a * 16 + g + 8 * (c >> 1);
+                const int tk = n0 + wn * 32 + b * 8 + 2 * t + (c & 1);
+                if (row < N && tk < T) out[int64_t(tk) * N + row] = tot[a][b][c];
+            }
+}
+
+// x rows as 16-bit values (K apart), a thread per 8 values.
+template <bool bf16>
+__global__ void round_h16_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, uint16_t* __restrict__ xh) {
+    pdl_next();
+    pdl_wait();
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, per_row = K / 8;
+    if (i >= per_row * T) return;
+    const int64_t tk = i / per_row, k = (i % per_row) * 8;
+    const float* p = x + tk * x_row + k;
+    uint4 v;
+    v.x = pack_h2<bf16>(p[0], p[1]);
+    v.y = pack_h2<bf16>(p[2], p[3]);
+    v.z = pack_h2<bf16>(p[4], p[5]);
+    v.w = pack_h2<bf16>(p[6], p[7]);
+    *reinterpret_cast<uint4*>(xh + tk * K + k) = v;
+}
+
+// Tokens from which the many-token kernel runs (GLIA_MMA16_MIN_T overrides; the same bits).
+int tile_min_tokens() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMA16_MIN_T");
+        return e && *e ? std::max(1, std::atoi(e)) : 33;
+    }();
+    return v;
+}
+
+// Warps of a one-to-32-token block (GLIA_MMA16_WARPS; default: a warp per segment).
+int rows_warps(int nseg) {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMA16_WARPS");
+        return e && *e ? std::max(1, std::min(16, std::atoi(e))) : 16;
+    }();
+    return std::min(nseg, v);
+}
+
+// Tokens of a many-token block (GLIA_MMA16_BN: 64 or 128; the same bits).
+int tile_tokens() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMA16_BN");
+        return e && std::atoi(e) == 128 ? 128 : 64;
+    }();
+    return v;
+}
+
+// The products' matrices with their first blocks for row tiles of `rows`.
+Mats16 mats_of(const Node* const* nodes, int count, int rows) {
+    Mats16 ms{};
+    ms.n = count;
+    ms.w_row = int64_t(nodes[0]->src[MatmulArg::W]->nb[1]);
+    for (int m = 0; m < count; ++m) {
+        const Tensor& w = *nodes[m]->src[MatmulArg::W];
+        ms.W[m] = static_cast<const uint8_t*>(w.data);
+        ms.out[m] = nodes[m]->out->ptr<float>();
+        ms.N[m] = int(w.ne[1]);
+        ms.start[m + 1] = ms.start[m] + (ms.N[m] + rows - 1) / rows;
+    }
+    return ms;
+}
+
+template <bool bf16, int BN>
+void launch_tile(const Mats16& ms, int K, int T, const uint16_t* xh, cudaStream_t s) {
+    constexpr int smem = tile_smem<BN>();
+    static const bool attr = [] {
+        return cudaFuncSetAttribute(mma16_tile_kernel<bf16, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) ==
+               cudaSuccess;
+    }();
+    if (!attr) fail("cuda: the F16/BF16 tensor-core product needs ", smem, " bytes of shared memory per block");
+    if (ms.start[ms.n] > 65535) fail("cuda: ", ms.start[ms.n], " row tiles of 128 in one F16/BF16 product (65535 at most)");
+    const dim3 grid(unsigned((T + BN - 1) / BN), unsigned(ms.start[ms.n]));
+    launch_pdl(mma16_tile_kernel<bf16, BN>, grid, dim3(BN * 2), size_t(smem), s, ms, xh, T, K, split_of(K).cps);
+}
+
+template <bool bf16, int NT>
+void launch_rows(const Mats16& ms, int K, int T, const float* x32, int64_t x_row, const uint16_t* xh, cudaStream_t s) {
+    const Split sp = split_of(K);
+    const dim3 grid(unsigned(ms.start[ms.n]), unsigned((T + 8 * NT - 1) / (8 * NT)));
+    const int warps = rows_warps(sp.nseg);
+    const size_t part = size_t(sp.nseg) * NT * 512;
+    launch_pdl(mma16_rows_kernel<bf16, NT>, grid, dim3(unsigned(warps * 32)), part, s, ms, x32, x_row, xh, T, K, sp.cps,
+               sp.nseg);
+}
+
+template <bool bf16>
+void launch_mma16_t(const Node* const* nodes, int count, cudaStream_t s, void* scratch) {
+    const Tensor& w = *nodes[0]->src[MatmulArg::W];
+    const Tensor& x = *nodes[0]->src[MatmulArg::X];
+    const int K = int(w.ne[0]), T = int(x.n_rows());
+    uint16_t* xh = static_cast<uint16_t*>(scratch);
+    const float* x32 = x.ptr<float>();
+    const int64_t x_row = int64_t(x.nb[1] / 4);
+    const bool x16 = (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 && x.nb[1] % 16 == 0;
+    const bool tile = T >= tile_min_tokens();
+    if (tile || !x16) {  // the tile kernel, or rows the kernel cannot read 16 bytes at a time
+        const int64_t th = int64_t(T) * (K / 8);
+        launch_pdl(round_h16_kernel<bf16>, dim3(unsigned((th + 255) / 256)), dim3(256), 0, s, x32, x_row, K, T, xh);
+    }
+    if (tile) {
+        if (tile_tokens() == 128) launch_tile<bf16, 128>(mats_of(nodes, count, kBM), K, T, xh, s);
+        else launch_tile<bf16, 64>(mats_of(nodes, count, kBM), K, T, xh, s);
+        return;
+    }
+    const Mats16 ms = mats_of(nodes, count, 16);
+    const uint16_t* xr = x16 ? nullptr : xh;
+    if (T <= 8) launch_rows<bf16, 1>(ms, K, T, x32, x_row, xr, s);
+    else if (T <= 16) launch_rows<bf16, 2>(ms, K, T, x32, x_row, xr, s);
+    else if (T <= 24) launch_rows<bf16, 3>(ms, K, T, x32, x_row, xr, s);
+    else launch_rows<bf16, 4>(ms, K, T, x32, x_row, xr, s);
+}
+
+}  // namespace
+
+bool mma16_usable(const Node& n) {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_CUDA_MMA16");
+        return !(e && *e == '0');
+    }();
+    const Tensor& w = *n.src[MatmulArg::W];
+    return on && (w.type == DType::F16 || w.type == DType::BF16) && w.ne[0] % 32 == 0 && w.ne[0] <= (1 << 24) &&
+           w.ne[1] > 0 && w.ne[1] <= 65535LL * 128 && (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.nb[1] % 16 == 0;
+}
+
+bool mma16_fusable(const Node& a, const Node& b) {
+    const Tensor& wa = *a.src[MatmulArg::W];
+    const Tensor& wb = *b.src[MatmulArg::W];
+    const Tensor& xa = *a.src[MatmulArg::X];
+    const Tensor& xb = *b.src[MatmulArg::X];
+    return mma16_usable(a) && mma16_usable(b) && wa.type == wb.type && wa.ne[0] == wb.ne[0] && wa.nb[1] == wb.nb[1] &&
+           xa.data == xb.data && xa.n_rows() == xb.n_rows() && xa.nb[1] == xb.nb[1] && !overlaps(*a.out, xa) &&
+           !overlaps(*b.out, xa);
+}
+
+// GLIA_MMA16_GROUP=0: each product alone (the same bits).
+int mma16_max_group() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMA16_GROUP");
+        return e && *e == '0' ? 1 : kMats;
+    }();
+    return v;
+}
+
+// scratch: T x K 16-bit values (the rounded activations).
+void launch_matmul_mma16(const Node* const* nodes, int count, cudaStream_t s, void* scratch) {
+    if (nodes[0]->src[MatmulArg::W]->type == DType::BF16) launch_mma16_t<true>(nodes, count, s, scratch);
+    else launch_mma16_t<false>(nodes, count, s, scratch);
+}
+
+}  // namespace glia::cuda
