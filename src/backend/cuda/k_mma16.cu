@@ -14,8 +14,9 @@
 //  - Row tiles start at multiples of 16 and token tiles at multiples of 8, so an output has
 //    the same place in its mma whatever kernel computes it.
 // The one-to-32-token kernel (a warp per segment, weights straight from global memory into
-// fragments) and the many-token kernel (128 x 128 tiles staged in shared memory by cp.async)
-// both follow it, so a batch changes no bits; which one runs depends on speed alone.
+// fragments) and the many-token kernel (tiles of 128 rows x 64 tokens staged in shared
+// memory by cp.async) both follow it, so a batch changes no bits; which one runs depends on
+// speed alone. Products of one input (q/k/v, gate/up) share a launch (Mats16).
 #include <algorithm>
 #include <cstdlib>
 
@@ -41,7 +42,7 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
     else return uint32_t(f2h(lo)) | (uint32_t(f2h(hi)) << 16);
 }
 
-// Lane's 8 values of token row xt at step j: from the 16-bit copy (xh) or rounded here.
+// A lane's 8 activation values at offset off: from the 16-bit copy (xh) or rounded here.
 template <bool bf16>
 __device__ __forceinline__ uint4 x_frag(const float* __restrict__ x32, const uint16_t* __restrict__ xh, int64_t off) {
     if (xh) return *reinterpret_cast<const uint4*>(xh + off);
