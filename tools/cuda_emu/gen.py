@@ -63,14 +63,15 @@ struct Rows {
 };
 }
 '''
-def mmvq(s):
-    # the inline-assembly helpers (mma.cuh: tensor-core mma, cp.async) come from emu.h instead
+def dyn_smem(s):
+    # dynamic shared memory as the emulator's buffer (the inline-assembly helpers of mma.cuh,
+    # tensor-core mma and cp.async, come from emu.h)
     s = s.replace('extern __shared__ float part[];', 'float* part = reinterpret_cast<float*>(g_dyn.data());')
     return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
                      'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
 
-parts = [body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
-         mmvq(body('k_mmvq.cu')), mmvq(body('k_mma16.cu'))]
+parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
+         dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])

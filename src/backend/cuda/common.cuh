@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "ksplit.cuh"
 #include "rowvec.cuh"
 
 namespace glia::cuda {

@@ -26,14 +26,8 @@
 namespace glia::cuda {
 namespace {
 
-// The segments of a K: steps of 32 values, at least 8 a segment, at most 16 segments.
-struct Split {
-    int steps, cps, nseg;
-};
-Split split_of(int64_t K) {
-    const int steps = int(K / 32), cps = std::max(8, (steps + 15) / 16);
-    return {steps, cps, (steps + cps - 1) / cps};
-}
+// K's segments: its steps of 32 values, at least 8 a segment.
+KSplit split_of(int64_t K) { return cut_k(int(K / 32), 8); }
 
 // Two floats as one register of two 16-bit values (the lower k in the low half).
 template <bool bf16>
@@ -175,13 +169,14 @@ __global__ void __launch_bounds__(512) mma16_rows_kernel(Mats16 ms, const float*
 // shared memory by cp.async, kStages steps ahead. Each warp keeps its running segment sums
 // (acc) and totals. Blocks with the same rows are neighbours in the grid (x: token tiles).
 constexpr int kBM = 128, kStages = 4;
-template <int BN> constexpr int tile_smem() { return kStages * (kBM + BN) * 64; }
+template <int BN> constexpr int stage_bytes() { return (kBM + BN) * 64; }
+template <int BN> constexpr int tile_smem() { return kStages * stage_bytes<BN>(); }
 
 template <bool bf16, int BN>
 __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const uint16_t* __restrict__ xh, int T,
                                                                int K, int cps) {
     extern __shared__ __align__(16) uint8_t smem[];
-    constexpr int kThreads = BN * 2, kStageBytes = (kBM + BN) * 64;
+    constexpr int kThreads = BN * 2, kStageBytes = stage_bytes<BN>();
     pdl_next();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wm = warp & 1, wn = warp >> 1;
@@ -336,16 +331,16 @@ void launch_tile(const Mats16& ms, int K, int T, const uint16_t* xh, cudaStream_
     if (!attr) fail("cuda: the F16/BF16 tensor-core product needs ", smem, " bytes of shared memory per block");
     if (ms.start[ms.n] > 65535) fail("cuda: ", ms.start[ms.n], " row tiles of 128 in one F16/BF16 product (65535 at most)");
     const dim3 grid(unsigned((T + BN - 1) / BN), unsigned(ms.start[ms.n]));
-    launch_pdl(mma16_tile_kernel<bf16, BN>, grid, dim3(BN * 2), size_t(smem), s, ms, xh, T, K, split_of(K).cps);
+    launch_pdl(mma16_tile_kernel<bf16, BN>, grid, dim3(BN * 2), size_t(smem), s, ms, xh, T, K, split_of(K).per);
 }
 
 template <bool bf16, int NT>
 void launch_rows(const Mats16& ms, int K, int T, const float* x32, int64_t x_row, const uint16_t* xh, cudaStream_t s) {
-    const Split sp = split_of(K);
+    const KSplit sp = split_of(K);
     const dim3 grid(unsigned(ms.start[ms.n]), unsigned((T + 8 * NT - 1) / (8 * NT)));
     const int warps = rows_warps(sp.nseg);
     const size_t part = size_t(sp.nseg) * NT * 512;
-    launch_pdl(mma16_rows_kernel<bf16, NT>, grid, dim3(unsigned(warps * 32)), part, s, ms, x32, x_row, xh, T, K, sp.cps,
+    launch_pdl(mma16_rows_kernel<bf16, NT>, grid, dim3(unsigned(warps * 32)), part, s, ms, x32, x_row, xh, T, K, sp.per,
                sp.nseg);
 }
 

@@ -356,6 +356,18 @@ __device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
     return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
 }
 
+// For the 8 tokens of column tile nt: the rows' 16 int8 factors (A: a0 row g, a1 row g + 8)
+// . each token's sums (the min / offset terms), exact: the sums' hi (x64) and lo parts
+// (t.hl) through one mma each.
+__device__ __forceinline__ void sums_dot(const MmqTile& t, int a0, int a1, int nt, int (&v)[4]) {
+    const int tok = nt * 8 + t.g;
+    int rh[4], rl[4];
+    mma_k16(rh, a0, a1, int(t.hl[tok * 4 + t.tig]));
+    mma_k16(rl, a0, a1, int(t.hl[256 + tok * 4 + t.tig]));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = 64 * rh[i] + rl[i];
+}
+
 template <DType D> struct Mq;
 
 template <> struct Mq<DType::Q4_K> {
@@ -405,15 +417,12 @@ template <> struct Mq<DType::Q4_K> {
                                          : 0u);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-            const int tok = nt * 8 + t.g;
-            int rh[4], rl[4];
-            mma_k16(rh, am0, am1, int(t.hl[tok * 4 + t.tig]));
-            mma_k16(rl, am0, am1, int(t.hl[256 + tok * 4 + t.tig]));
+            int imx[4];
+            sums_dot(t, am0, am1, nt, imx);
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                seg[nt][i] = __fadd_rn(seg[nt][i],
-                                       q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], 64 * rh[i] + rl[i]));
+                seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], imx[i]));
             }
         }
     }
@@ -461,12 +470,10 @@ template <> struct Mq<DType::Q6_K> {
         const int as1 = int(t.tig == 0 ? sb[0] : t.tig == 1 ? sb[1] : t.tig == 2 ? sb[2] : sb[3]);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-            const int tok = nt * 8 + t.g;
-            int rh[4], rl[4];
-            mma_k16(rh, as0, as1, int(t.hl[tok * 4 + t.tig]));
-            mma_k16(rl, as0, as1, int(t.hl[256 + tok * 4 + t.tig]));
+            int off[4];
+            sums_dot(t, as0, as1, nt, off);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) comb[nt][i] -= 32 * (64 * rh[i] + rl[i]);
+            for (int i = 0; i < 4; ++i) comb[nt][i] -= 32 * off[i];
         }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
@@ -730,15 +737,8 @@ __global__ void get_rows_packed_kernel(const int4* __restrict__ W, const uint16_
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
-// How K is cut for the fixed summation order (K alone decides it): nsb superblocks, sbs of
-// them a segment, nseg segments (at most 16).
-struct Segments {
-    int nsb, sbs, nseg;
-};
-Segments segments(int64_t K) {
-    const int nsb = int(K / 256), sbs = std::max(2, (nsb + 15) / 16);
-    return {nsb, sbs, (nsb + sbs - 1) / sbs};
-}
+// K's segments: its superblocks, at least 2 a segment.
+KSplit segments(int64_t K) { return cut_k(int(K / 256), 2); }
 
 // Tokens from which products run on tensor cores (GLIA_MMQ_MIN_T overrides; the results
 // are the same bits either way).
@@ -869,8 +869,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const int K = int(w0.ne[0]), T = int(x.n_rows());
     const XQ q = carve(scratch, K, T);
     // One token: the dp4a kernel quantizes its own slices (one launch less per product).
-    const Segments sg = segments(K);
-    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.sbs) * kSbBytes) <= 48 * 1024;
+    const KSplit sg = segments(K);
+    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) <= 48 * 1024;
     const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {
@@ -896,7 +896,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
         MatSet mt = ms;
         for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
-        const int sbs = sg.sbs, nseg = sg.nseg;
+        const int sbs = sg.per, nseg = sg.nseg;
         MatOffsets po{};
         int64_t total = 0;
         for (int m = 0; m < count; ++m) {
