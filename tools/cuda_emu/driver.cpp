@@ -91,66 +91,100 @@ Node matmul_node(Tensor& w, Tensor& x, Tensor& out) {
 }
 
 // The packed products (k_mmvq.cu: dp4a for 1-8 tokens, int8 tensor cores from 32): every
-// token's outputs must be the same bits whatever the number of tokens in the product, and
-// near the float product of the dequantized weights. Returns the number of failed checks.
+// token's outputs must be the same bits whatever the number of tokens in the product (1, 3,
+// 40 and 130: one partial token tile, three tiles), three products of one input in one
+// launch (rows 70, 33, 128) the bits of each alone, and all near the float product of the
+// dequantized weights. Returns the number of failed checks.
 int check_products() {
     using namespace glia::emucuda;
     int bad = 0;
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
-        const int64_t K = 1024, N = 70, T = 40;  // 4 superblocks (2 segments), a partial row group
+        const int64_t K = 1024, T = 130;  // 4 superblocks (2 segments)
+        const int64_t Ns[3] = {70, 33, 128};  // partial row groups and tiles
         const quant::TypeTraits& tr = quant::traits(t);
         const size_t row_bytes = size_t(K / tr.block_size) * tr.type_size;
-        std::vector<float> wf(size_t(N * K)), wd(size_t(N * K)), x(size_t(T * K));
-        for (float& v : wf) v = nd(rng) * 0.05f;
+        std::vector<float> x(size_t(T * K));
         for (float& v : x) v = nd(rng);
-        std::vector<uint8_t> raw(row_bytes * size_t(N));
-        for (int64_t r = 0; r < N; ++r) {
-            tr.quantize_row(wf.data() + r * K, raw.data() + size_t(r) * row_bytes, K);
-            tr.dequantize_row(raw.data() + size_t(r) * row_bytes, wd.data() + r * K, K);
-        }
-        Tensor w = Tensor::make(t, K, N);
-        const PackedShape ps = packed_shape(w);
-        std::vector<uint8_t> packed(ps.main_bytes() + ps.side_bytes(t) + 64);
-        launch_pack(t, raw.data(), row_bytes, ps, packed.data(), nullptr);
-        w.data = packed.data();
-        w.role = TensorRole::WEIGHT;
-        auto product = [&](const float* xs, int64_t nt) {
-            Tensor xt = Tensor::make(DType::F32, K, nt);
-            std::vector<float> xb(xs, xs + nt * K);
-            xt.data = xb.data();
-            Tensor ot = Tensor::make(DType::F32, N, nt);
-            std::vector<float> out(size_t(N * nt));
-            ot.data = out.data();
-            Node n = matmul_node(w, xt, ot);
-            const Node* one = &n;
-            std::vector<uint8_t> scratch(matmul_packed_scratch_bytes(&one, 1) + 256);
-            launch_matmul_packed(&one, 1, nullptr, scratch.data());
-            return out;
+        struct Mat {
+            std::vector<float> wd;
+            std::vector<uint8_t> packed;
+            Tensor w;
         };
-        const std::vector<float> all = product(x.data(), T);
+        std::vector<Mat> mats(3);
+        for (int m = 0; m < 3; ++m) {
+            const int64_t N = Ns[m];
+            std::vector<float> wf(size_t(N * K));
+            mats[m].wd.resize(size_t(N * K));
+            for (float& v : wf) v = nd(rng) * 0.05f;
+            std::vector<uint8_t> raw(row_bytes * size_t(N));
+            for (int64_t r = 0; r < N; ++r) {
+                tr.quantize_row(wf.data() + r * K, raw.data() + size_t(r) * row_bytes, K);
+                tr.dequantize_row(raw.data() + size_t(r) * row_bytes, mats[m].wd.data() + r * K, K);
+            }
+            mats[m].w = Tensor::make(t, K, N);
+            const PackedShape ps = packed_shape(mats[m].w);
+            mats[m].packed.resize(ps.main_bytes() + ps.side_bytes(t) + 64);
+            launch_pack(t, raw.data(), row_bytes, ps, mats[m].packed.data(), nullptr);
+            mats[m].w.data = mats[m].packed.data();
+            mats[m].w.role = TensorRole::WEIGHT;
+        }
+        // The products of matrices ms (one launch) with tokens x[first .. first + nt).
+        auto products = [&](std::vector<int> ms, int64_t first, int64_t nt) {
+            Tensor xt = Tensor::make(DType::F32, K, nt);
+            std::vector<float> xb(x.begin() + first * K, x.begin() + (first + nt) * K);
+            xt.data = xb.data();
+            std::vector<Tensor> ots;
+            std::vector<std::vector<float>> outs(ms.size());
+            std::vector<Node> nodes;
+            ots.reserve(ms.size());
+            nodes.reserve(ms.size());
+            for (size_t i = 0; i < ms.size(); ++i) {
+                ots.push_back(Tensor::make(DType::F32, Ns[ms[i]], nt));
+                outs[i].resize(size_t(Ns[ms[i]] * nt));
+                ots.back().data = outs[i].data();
+                nodes.push_back(matmul_node(mats[ms[i]].w, xt, ots.back()));
+            }
+            std::vector<const Node*> ptrs;
+            for (const Node& n : nodes) ptrs.push_back(&n);
+            std::vector<uint8_t> scratch(matmul_packed_scratch_bytes(ptrs.data(), int(ptrs.size())) + 256);
+            launch_matmul_packed(ptrs.data(), int(ptrs.size()), nullptr, scratch.data());
+            return outs;
+        };
+        const int64_t N = Ns[0];
+        const std::vector<float> all = products({0}, 0, T)[0];
         int differ = 0;
-        for (int64_t tk : {int64_t(0), int64_t(17), T - 1}) {
-            const std::vector<float> one = product(x.data() + tk * K, 1);
+        for (int64_t tk : {int64_t(0), int64_t(17), int64_t(100), T - 1}) {
+            const std::vector<float> one = products({0}, tk, 1)[0];
             differ += std::memcmp(one.data(), all.data() + tk * N, size_t(N) * 4) != 0;
         }
-        const std::vector<float> three = product(x.data() + 5 * K, 3);
+        const std::vector<float> three = products({0}, 5, 3)[0];
         differ += std::memcmp(three.data(), all.data() + 5 * N, size_t(3 * N) * 4) != 0;
+        const std::vector<float> forty = products({0}, 60, 40)[0];
+        differ += std::memcmp(forty.data(), all.data() + 60 * N, size_t(40 * N) * 4) != 0;
+        // Grouped: the three matrices in one launch, each against itself alone.
+        const auto grouped = products({0, 1, 2}, 0, T);
+        differ += std::memcmp(grouped[0].data(), all.data(), all.size() * 4) != 0;
+        for (int m = 1; m < 3; ++m) {
+            const std::vector<float> alone = products({m}, 0, T)[0];
+            differ += std::memcmp(grouped[size_t(m)].data(), alone.data(), alone.size() * 4) != 0;
+        }
         double err = 0, ref_max = 0;
-        for (int64_t tk = 0; tk < T; ++tk)
-            for (int64_t r = 0; r < N; ++r) {
-                double ref = 0;
-                for (int64_t k = 0; k < K; ++k) ref += double(wd[size_t(r * K + k)]) * x[size_t(tk * K + k)];
-                err = std::max(err, std::fabs(ref - all[size_t(tk * N + r)]));
-                ref_max = std::max(ref_max, std::fabs(ref));
-            }
+        for (int m = 0; m < 3; ++m)
+            for (int64_t tk = 0; tk < T; ++tk)
+                for (int64_t r = 0; r < Ns[m]; ++r) {
+                    double ref = 0;
+                    for (int64_t k = 0; k < K; ++k) ref += double(mats[m].wd[size_t(r * K + k)]) * x[size_t(tk * K + k)];
+                    err = std::max(err, std::fabs(ref - grouped[size_t(m)][size_t(tk * Ns[m] + r)]));
+                    ref_max = std::max(ref_max, std::fabs(ref));
+                }
         const double rel = err / ref_max;
         const bool ok = differ == 0 && rel < 0.02;
         bad += !ok;
-        std::printf("%-60s %s err %.2g (bound 0.02), %d of 4 token sets not bit-equal to the 40-token product\n",
-                    (std::string("MATMUL packed ") + dtype_name(t) + " 1024x70 T=1,3,40").c_str(), ok ? "ok " : "BAD",
-                    rel, differ);
+        std::printf("%-60s %s err %.2g (bound 0.02), %d of 9 sets not bit-equal\n",
+                    (std::string("MATMUL packed ") + dtype_name(t) + " 1024x{70,33,128} T=1,3,40,130").c_str(),
+                    ok ? "ok " : "BAD", rel, differ);
     }
     return bad;
 }

@@ -58,6 +58,7 @@ inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct uint2 { uint32_t x, y; };
@@ -138,6 +139,24 @@ inline void mma_k16(int (&d)[4], int a0, int a1, int b0) {
     mma_emu(d, 16);
     g_bar->arrive_and_wait();
 }
+// ldmatrix .x4: lane (g, t) gets bytes 4t .. 4t + 3 of the row that lane 8i + g named, for
+// each matrix i. Only the thread's warp meets.
+inline std::vector<const void*> g_ldsm(1024);
+inline void ldsm_x4(uint32_t (&r)[4], const void* row) {
+    const int t = int(threadIdx.x), base = t & ~31, lane = t & 31;
+    g_ldsm[size_t(t)] = row;
+    g_wbar->arrive_and_wait();
+    for (int i = 0; i < 4; ++i)
+        std::memcpy(&r[i], static_cast<const uint8_t*>(g_ldsm[size_t(base + 8 * i + lane / 4)]) + 4 * (lane % 4), 4);
+    g_wbar->arrive_and_wait();
+}
+inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {  // bytes of y:x picked by s's nibbles
+    const uint64_t v = (uint64_t(y) << 32) | x;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; ++i) r |= uint32_t((v >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+    return r;
+}
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 // mma.sync m16n8k16 with 16-bit floats (f16, or bf16) and f32 accumulation, d += A . B, the
 // PTX fragment layouts (two values a register, the lower k in the low half): A regs 0, 2
 // row g, regs 1, 3 row g + 8, k 2t, 2t + 1 (+ 8 for regs 2, 3); B column g, k 2t, 2t + 1 (+ 8

@@ -2,11 +2,11 @@
 # Checks the CUDA kernels without a GPU: turns src/backend/cuda's kernel files (all but
 # attention) into host code (gen.py, emu.h; mma.sync int8 and f16/bf16, cp.async emulated)
 # and runs them through the op harness against the scalar references; the packed products at
-# 1, 3 and 40 tokens for bit equality (with the tensor-core kernel's split and whole-K paths:
-# GLIA_EMU_SMS), and the F16/BF16 tensor-core products at 1, 3, 20 and 130 tokens and grouped
-# by input. Needs build/libglia_lib.a (a CUDA build) and takes about 3 minutes on 2 cores
-# (a thread per CUDA thread). What it cannot show: speed,
-# register or shared-memory limits, races between warps. Usage: tools/cuda_emu/run.sh [BUILD_DIR]
+# 1, 3, 40 and 130 tokens and three grouped in one launch for bit equality (with the
+# tensor-core kernel's split and whole-K paths: GLIA_EMU_SMS), and the F16/BF16 tensor-core
+# products at 1, 3, 20 and 130 tokens and grouped by input. Needs build/libglia_lib.a (a
+# CUDA build) and takes about 3 minutes on 2 cores (a thread per CUDA thread). What it
+# cannot show: speed, register or shared-memory limits, races between warps. Usage: tools/cuda_emu/run.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build}"

@@ -35,8 +35,8 @@ __device__ __forceinline__ void load8(const int8_t* p, int* x) {
 //   Q4_K: isc = sum of sc_s * (q . x)_s, imx = sum of m_s * (sum of x)_s
 //   Q6_K: comb = sum over 16-value groups of sc_g * ((q . x)_g - 32 (sum of x)_g)
 //   Q8_0: each 32-value block adds (d_b * xd_b) * (q . x)_b to the sum in order (q8_0_block)
-__device__ __forceinline__ float q4k_term(float xd, float d, float dmin, int isc, int imx) {
-    return __fmul_rn(xd, __fmaf_rn(d, float(isc), -__fmul_rn(dmin, float(imx))));
+__device__ __forceinline__ float q4k_term(float xd, float d, float dmin, float isc, float imx) {
+    return __fmul_rn(xd, __fmaf_rn(d, isc, -__fmul_rn(dmin, imx)));
 }
 __device__ __forceinline__ float q6k_term(float xd, float d, int comb) { return __fmul_rn(xd, __fmul_rn(d, float(comb))); }
 __device__ __forceinline__ float q8_0_block(float acc, float d, float xd, int isum) {
@@ -91,7 +91,7 @@ template <> struct Pk<DType::Q4_K> {
                 imx += m * (xs[2 * s] + xs[2 * s + 1]);
             }
         }
-        acc = __fadd_rn(acc, q4k_term(xd[0], d, dmin, isc, imx));
+        acc = __fadd_rn(acc, q4k_term(xd[0], d, dmin, float(isc), float(imx)));
     }
 };
 
@@ -148,10 +148,11 @@ template <> struct Pk<DType::Q8_0> {
 // Quantizes one 256-value block (8 values a lane of one warp): int8 values at q8, the 16
 // sums of 16 values at xs, and NS scales (one per 256 / NS values) at xd. The separate
 // kernel and the dp4a kernel's own quantization (one token) both run this, so they agree
-// bit for bit.
+// bit for bit. With hl, the sums also go there for the tensor cores as int8 parts v = 64 hi
+// + lo (lo in 0..63): 32 bytes, words hi(w), lo(w) for w = 0..3 (sums 4w .. 4w + 3).
 template <int NS>
 __device__ __forceinline__ void quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, float* xd,
-                                                  int lane) {
+                                                  int lane, uint8_t* hl = nullptr) {
     static_assert(NS == 1 || NS == 8, "one scale per 256 or per 32 values");
     const float4* xp = reinterpret_cast<const float4*>(x + lane * 8);
     const float4 v0 = xp[0], v1 = xp[1];
@@ -177,14 +178,21 @@ __device__ __forceinline__ void quantize_block256(const float* __restrict__ x, i
     packed.y = (q[4] & 0xff) | ((q[5] & 0xff) << 8) | ((q[6] & 0xff) << 16) | ((q[7] & 0xff) << 24);
     *reinterpret_cast<int2*>(q8 + lane * 8) = packed;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
-    if ((lane & 1) == 0) xs[lane / 2] = s;
+    if ((lane & 1) == 0) {
+        xs[lane / 2] = s;
+        if (hl) {
+            const int i = lane / 2;
+            hl[8 * (i >> 2) + (i & 3)] = uint8_t(s >> 6);
+            hl[8 * (i >> 2) + 4 + (i & 3)] = uint8_t(s & 63);
+        }
+    }
     if (lane % (32 / NS) == 0) xd[lane / (32 / NS)] = amax / 127.0f;
 }
 
 // One warp per 256-value block of one token: int8 values, NS scales, sums of each 16.
 template <int NS>
 __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, int8_t* __restrict__ xq,
-                                  float* __restrict__ xd, int* __restrict__ xs) {
+                                  float* __restrict__ xd, int* __restrict__ xs, uint32_t* __restrict__ xhl) {
     pdl_next();
     pdl_wait();
     const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -194,7 +202,8 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, in
     const int64_t t = wid / nb;
     const int b = int(wid % nb);
     quantize_block256<NS>(x + t * x_row + b * 256, xq + t * K + b * 256, xs + t * (K / 16) + b * 16,
-                          xd + (t * nb + b) * NS, lane);
+                          xd + (t * nb + b) * NS, lane,
+                          xhl ? reinterpret_cast<uint8_t*>(xhl + (t * nb + b) * 8) : nullptr);
 }
 
 // Shared-memory bytes of one superblock's activations in the one-token dp4a kernel:
@@ -318,111 +327,169 @@ struct MatOffsets {
     int64_t off[kMaxMats];
 };
 
+// Matrix b of a set (b: the grid's row-tile index), picked with constant indices only (an
+// indexed kernel parameter would be copied to local memory by every thread).
+struct MatQ {
+    const int4* W;
+    const uint16_t* side;
+    float* out;
+    int N, first;
+    int64_t off;
+};
+__device__ __forceinline__ MatQ mat_at(const MatSet& ms, const MatOffsets& po, int b) {
+    MatQ r{ms.W[0], ms.side[0], ms.out[0], ms.N[0], 0, po.off[0]};
+#pragma unroll
+    for (int i = 1; i < kMaxMats; ++i)
+        if (i < ms.n && b >= ms.gstart[i]) r = MatQ{ms.W[i], ms.side[i], ms.out[i], ms.N[i], ms.gstart[i], po.off[i]};
+    return r;
+}
+
 // out = sum of the segment sums in order from 0 (as the dp4a kernel adds its warps' sums).
 __global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, MatOffsets po, int T, int nseg) {
     pdl_next();
     pdl_wait();
-    const int m = blockIdx.y;
-    const int64_t n = int64_t(ms.N[m]) * T;
+    int N = ms.N[0];
+    float* out = ms.out[0];
+    int64_t off = po.off[0];
+#pragma unroll
+    for (int k = 1; k < kMaxMats; ++k)
+        if (int(blockIdx.y) == k) N = ms.N[k], out = ms.out[k], off = po.off[k];
+    const int64_t n = int64_t(N) * T;
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float* p = part + po.off[m] + i;
+    const float* p = part + off + i;
     float sum = 0.0f;
     for (int q = 0; q < nseg; ++q) sum = __fadd_rn(sum, p[int64_t(q) * n]);
-    ms.out[m][i] = sum;
+    out[i] = sum;
 }
 
-// Tensor-core version for many tokens: a block computes 64 rows x 64 tokens, four warps
-// of 16 rows. For each superblock the block stages the two packed row groups and the 64
-// tokens' int8 activations in shared memory; each sub-block's integer dot products come
-// from mma.sync (int8 in, int32 out, exact), and each output then takes exactly the
-// dp4a kernel's float steps in the same order (per-sub-block terms, segment sums added
-// in order), so both kernels give the same bits.
-constexpr int kXRow = 68;   // words per staged token row (256 bytes + 16 of padding)
-constexpr int kXsRow = 20;  // ints per staged token's 16-value sums (16 + 4 of padding: 16-byte rows)
+// Tensor-core version for many tokens: a block computes 64 rows x 64 tokens, four warps of
+// 32 rows (one packed row group) x 32 tokens. For each superblock the block stages the two
+// packed row groups and the 64 tokens' int8 activations (with their scales and the hi / lo
+// parts of their sums of 16) in shared memory; ldmatrix gives the mma fragments. Each
+// sub-block's integer dot products come from mma.sync (int8 in, int32 out, exact), and
+// each output then takes exactly the dp4a kernel's float steps in the same order
+// (per-superblock terms, segment sums added in order), so both kernels give the same bits.
+constexpr int kXRow = 272;  // bytes per staged token row (256 + 16 of padding: ldmatrix rows on distinct banks)
+
+// Exact int -> float for |v| < 2^22 with two full-rate operations (the conversion
+// instruction runs at a quarter of the rate); the same value as float(v).
+__device__ __forceinline__ float small_i2f(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
 
 struct MmqTile {
-    const uint32_t* w;   // the warp's packed group in shared memory
-    const uint16_t* sd;  // its Q6_K side scales
-    const int32_t* x;    // staged tokens, kXRow words each
-    const float* xd;     // [64][NS]: each token's scales of this superblock
-    const int* xs;       // [64][16]
-    const uint32_t* hl;  // [2][64][4]: the sums the min / offset terms take, as int8 hi (x64) and lo parts
-    int r0, r1;          // the thread's two lane-rows in the group
-    int g, tig;
+    const uint8_t* w;   // the warp's packed row group in shared memory (int4 chunk c of row r at (c * 32 + r) * 16)
+    const uint16_t* sd; // its Q6_K side scales
+    const uint8_t* x;   // the warp's 32 staged tokens, kXRow bytes each
+    const uint8_t* hl;  // their sums of 16 as int8 hi (x64) / lo words, interleaved: 32 bytes a token
+    const float* xd;    // their scales of this superblock, NS each
+    int lane, g, tig;
 };
 
-__device__ __forceinline__ uint32_t mword(const MmqTile& t, int r, int w) {
-    return t.w[((w >> 2) * 32 + r) * 4 + (w & 3)];
+// A fragments of m-tile mt (rows 16 mt .. + 16 of the group) from chunks c, c + 1: r[0] row
+// g chunk c, r[1] row g + 8 chunk c, r[2] row g chunk c + 1, r[3] row g + 8 chunk c + 1.
+__device__ __forceinline__ void a_frag(const MmqTile& t, int mt, int c, uint32_t (&r)[4]) {
+    const int L = t.lane;
+    ldsm_x4(r, t.w + ((c + (L >> 4)) * 32 + 16 * mt + 8 * ((L >> 3) & 1) + (L & 7)) * 16);
 }
+// B fragments of sub-block s (bytes 32 s .. + 32) for the warp's four 8-token tiles.
+__device__ __forceinline__ void b_frag(const MmqTile& t, int s, uint32_t (&b)[4][2]) {
+    const int L = t.lane;
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+        uint32_t r[4];
+        ldsm_x4(r, t.x + (np * 16 + 8 * (L >> 4) + (L & 7)) * kXRow + 32 * s + 16 * ((L >> 3) & 1));
+        b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+    }
+}
+// Chunk c's 16 bytes of the thread's row h (g + 8 h) of m-tile mt.
+__device__ __forceinline__ uint4 row_chunk(const MmqTile& t, int mt, int h, int c) {
+    return *reinterpret_cast<const uint4*>(t.w + (c * 32 + 16 * mt + 8 * h + t.g) * 16);
+}
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// For the 8 tokens of column tile nt: the rows' 16 int8 factors (A: a0 row g, a1 row g + 8)
-// . each token's sums (the min / offset terms), exact: the sums' hi (x64) and lo parts
-// (t.hl) through one mma each.
+// For 8-token tile nt: the rows' 16 int8 factors (a0 row g, a1 row g + 8) . each token's 16
+// sums of 16 values, exact: the sums' hi (x64) and lo parts through one mma each.
 __device__ __forceinline__ void sums_dot(const MmqTile& t, int a0, int a1, int nt, int (&v)[4]) {
-    const int tok = nt * 8 + t.g;
+    const uint2 p = *reinterpret_cast<const uint2*>(t.hl + (nt * 8 + t.g) * 32 + t.tig * 8);
     int rh[4], rl[4];
-    mma_k16(rh, a0, a1, int(t.hl[tok * 4 + t.tig]));
-    mma_k16(rl, a0, a1, int(t.hl[256 + tok * 4 + t.tig]));
+    mma_k16(rh, a0, a1, int(p.x));
+    mma_k16(rl, a0, a1, int(p.y));
 #pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = 64 * rh[i] + rl[i];
 }
 
+// Output i of an mma tile: row g + 8 (i >> 1), token 2 tig + (i & 1).
 template <DType D> struct Mq;
 
 template <> struct Mq<DType::Q4_K> {
     static constexpr int C = 9, NS = 1;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
-        uint32_t ra[4], rb[4];
+    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
+        float d[2][2], dm[2][2];
+        uint32_t sc[2][2][2], mdup[2][2];  // [mt][h]: scales of sub-blocks 0-3 / 4-7 as bytes; mins for the sums mma
 #pragma unroll
-        for (int i = 0; i < 4; ++i) ra[i] = mword(t, t.r0, i), rb[i] = mword(t, t.r1, i);
-        int isc[8][4], mn[2][8];
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+            for (int h = 0; h < 2; ++h) {
+                const uint4 v = row_chunk(t, mt, h, 0);  // d, dmin, then the 12 bytes of 6-bit scales and mins
+                d[mt][h] = h2f(uint16_t(v.x & 0xffffu));
+                dm[mt][h] = h2f(uint16_t(v.x >> 16));
+                // q4k_scale_min for four sub-blocks at once (a byte each)
+                sc[mt][h][0] = v.y & 0x3F3F3F3Fu;
+                sc[mt][h][1] = (v.w & 0x0F0F0F0Fu) | ((v.y >> 2) & 0x30303030u);
+                const uint32_t mlo = v.z & 0x3F3F3F3Fu;
+                const uint32_t mhi = ((v.w >> 4) & 0x0F0F0F0Fu) | ((v.z >> 2) & 0x30303030u);
+                // k 4 tig .. + 3 of the sums mma: m[2 tig], m[2 tig], m[2 tig + 1], m[2 tig + 1]
+                mdup[mt][h] = __byte_perm(t.tig < 2 ? mlo : mhi, 0, (t.tig & 1) ? 0x3322 : 0x1100);
+            }
+        int isc[2][4][4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) isc[nt][i] = 0;
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int s = 0; s < 8; ++s) {
-            int sc[2];
-            q4k_scale_min(ra, s, sc[0], mn[0][s]);
-            q4k_scale_min(rb, s, sc[1], mn[1][s]);
-            const int wa = 4 + 8 * (s / 2) + t.tig;
-            const uint32_t mask = 0x0F0F0F0Fu;
-            const int sh = (s & 1) * 4;
-            const int a0 = int((mword(t, t.r0, wa) >> sh) & mask), a1 = int((mword(t, t.r1, wa) >> sh) & mask);
-            const int a2 = int((mword(t, t.r0, wa + 4) >> sh) & mask),
-                      a3 = int((mword(t, t.r1, wa + 4) >> sh) & mask);
+            for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * s + t.tig;
-                int r[4];
-                mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
+                for (int i = 0; i < 4; ++i) isc[mt][nt][i] = 0;
+#pragma unroll 1
+        for (int p = 0; p < 4; ++p) {
+            uint32_t q[2][4];
+            a_frag(t, 0, 1 + 2 * p, q[0]);
+            a_frag(t, 1, 1 + 2 * p, q[1]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) isc[nt][i] += sc[i >> 1] * r[i];
+            for (int hb = 0; hb < 2; ++hb) {
+                const int s = 2 * p + hb;
+                uint32_t b[4][2];
+                b_frag(t, s, b);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    int a[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) a[i] = int((hb ? q[mt][i] >> 4 : q[mt][i]) & 0x0F0F0F0Fu);
+                    const int s0 = int(((p >= 2 ? sc[mt][0][1] : sc[mt][0][0]) >> (8 * (s & 3))) & 0xffu);
+                    const int s1 = int(((p >= 2 ? sc[mt][1][1] : sc[mt][1][0]) >> (8 * (s & 3))) & 0xffu);
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        int r[4];
+                        mma_k32(r, a[0], a[1], a[2], a[3], int(b[nt][0]), int(b[nt][1]));
+                        isc[mt][nt][0] += s0 * r[0];
+                        isc[mt][nt][1] += s0 * r[1];
+                        isc[mt][nt][2] += s1 * r[2];
+                        isc[mt][nt][3] += s1 * r[3];
+                    }
+                }
             }
         }
-        const float d[2] = {h2f(uint16_t(ra[0] & 0xffffu)), h2f(uint16_t(rb[0] & 0xffffu))};
-        const float dmin[2] = {h2f(uint16_t(ra[0] >> 16)), h2f(uint16_t(rb[0] >> 16))};
-        // imx per output = the row's 8 mins . the token's 8 sums of 32 values, on the tensor
-        // cores: mins as int8 A (k 0..7, 8..15 zero), sums as int8 hi (x64) and lo parts
-        // (t.hl); exact integers, the same imx as any other order.
-        auto pack4 = [](int a, int b, int c, int d) {
-            return uint32_t(a) | (uint32_t(b) << 8) | (uint32_t(c) << 16) | (uint32_t(d) << 24);
-        };
-        const int am0 = int(t.tig == 0   ? pack4(mn[0][0], mn[0][1], mn[0][2], mn[0][3])
-                            : t.tig == 1 ? pack4(mn[0][4], mn[0][5], mn[0][6], mn[0][7])
-                                         : 0u);
-        const int am1 = int(t.tig == 0   ? pack4(mn[1][0], mn[1][1], mn[1][2], mn[1][3])
-                            : t.tig == 1 ? pack4(mn[1][4], mn[1][5], mn[1][6], mn[1][7])
-                                         : 0u);
+        // imx per output = the row's 8 mins . the token's 8 sums of 32 values = the mins
+        // doubled . the 16 sums of 16, on the tensor cores (exact integers).
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            int imx[4];
-            sums_dot(t, am0, am1, nt, imx);
+        for (int nt = 0; nt < 4; ++nt) {
+            const float2 xd = *reinterpret_cast<const float2*>(t.xd + nt * 8 + 2 * t.tig);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                seg[nt][i] = __fadd_rn(seg[nt][i], q4k_term(t.xd[tk], d[i >> 1], dmin[i >> 1], isc[nt][i], imx[i]));
+            for (int mt = 0; mt < 2; ++mt) {
+                int imx[4];
+                sums_dot(t, int(mdup[mt][0]), int(mdup[mt][1]), nt, imx);
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    seg[mt][nt][i] = __fadd_rn(seg[mt][nt][i], q4k_term(i & 1 ? xd.y : xd.x, d[mt][i >> 1], dm[mt][i >> 1],
+                                                                        float(isc[mt][nt][i]), small_i2f(imx[i])));
             }
         }
     }
@@ -430,119 +497,140 @@ template <> struct Mq<DType::Q4_K> {
 
 template <> struct Mq<DType::Q6_K> {
     static constexpr int C = 13, NS = 1;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
-        const float dr[2] = {h2f(t.sd[t.r0]), h2f(t.sd[t.r1])};
-        uint32_t sa[4], sb[4];
+    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
+        float dr[2][2];
+        uint4 scw[2][2];  // [mt][h]: the row's 16 int8 scales
 #pragma unroll
-        for (int i = 0; i < 4; ++i) sa[i] = mword(t, t.r0, 48 + i), sb[i] = mword(t, t.r1, 48 + i);
-        int comb[8][4];
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+            for (int h = 0; h < 2; ++h) {
+                dr[mt][h] = h2f(t.sd[16 * mt + 8 * h + t.g]);
+                scw[mt][h] = row_chunk(t, mt, h, 12);
+            }
+        int comb[2][4][4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) comb[nt][i] = 0;
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) comb[mt][nt][i] = 0;
+#pragma unroll 1
         for (int h = 0; h < 2; ++h) {
+            uint32_t lq[2][2][4], hq[2][4];  // low 4 bits (chunks 4h .. 4h + 3), high 2 bits (8 + 2h, 9 + 2h)
 #pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                a_frag(t, mt, 4 * h, lq[mt][0]);
+                a_frag(t, mt, 4 * h + 2, lq[mt][1]);
+                a_frag(t, mt, 8 + 2 * h, hq[mt]);
+            }
+#pragma unroll 1
             for (int k = 0; k < 4; ++k) {
                 const int s = 4 * h + k;
-                const int lw = 16 * h + (k & 1) * 8, hw = 32 + 8 * h;
-                const int a0 = int(q6k_word(mword(t, t.r0, lw + t.tig), mword(t, t.r0, hw + t.tig), k));
-                const int a1 = int(q6k_word(mword(t, t.r1, lw + t.tig), mword(t, t.r1, hw + t.tig), k));
-                const int a2 = int(q6k_word(mword(t, t.r0, lw + 4 + t.tig), mword(t, t.r0, hw + 4 + t.tig), k));
-                const int a3 = int(q6k_word(mword(t, t.r1, lw + 4 + t.tig), mword(t, t.r1, hw + 4 + t.tig), k));
-                const int sc_a[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k))), int(int8_t(rbyte(sb, 8 * h + 2 * k)))};
-                const int sc_b[2] = {int(int8_t(rbyte(sa, 8 * h + 2 * k + 1))), int(int8_t(rbyte(sb, 8 * h + 2 * k + 1)))};
+                uint32_t b[4][2];
+                b_frag(t, s, b);
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * s + t.tig;
-                    int ra[4], rb[4];
-                    mma_k16(ra, a0, a1, xr[0]);
-                    mma_k16(rb, a2, a3, xr[4]);
+                for (int mt = 0; mt < 2; ++mt) {
+                    int a[4];
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) comb[nt][i] += sc_a[i >> 1] * ra[i] + sc_b[i >> 1] * rb[i];
+                    for (int i = 0; i < 4; ++i)
+                        a[i] = int(q6k_word((k & 1) ? lq[mt][1][i] : lq[mt][0][i], hq[mt][i], k));
+                    const int byte = 8 * h + 2 * k;
+                    const uint32_t w0 = word_of(scw[mt][0], byte >> 2), w1 = word_of(scw[mt][1], byte >> 2);
+                    const int sa0 = int(int8_t(w0 >> (8 * (byte & 3)))), sb0 = int(int8_t(w0 >> (8 * (byte & 3) + 8)));
+                    const int sa1 = int(int8_t(w1 >> (8 * (byte & 3)))), sb1 = int(int8_t(w1 >> (8 * (byte & 3) + 8)));
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        int ra[4], rb[4];
+                        mma_k16(ra, a[0], a[1], int(b[nt][0]));
+                        mma_k16(rb, a[2], a[3], int(b[nt][1]));
+                        comb[mt][nt][0] += sa0 * ra[0] + sb0 * rb[0];
+                        comb[mt][nt][1] += sa0 * ra[1] + sb0 * rb[1];
+                        comb[mt][nt][2] += sa1 * ra[2] + sb1 * rb[2];
+                        comb[mt][nt][3] += sa1 * ra[3] + sb1 * rb[3];
+                    }
                 }
             }
         }
         // The -32 offset of every 6-bit value: 32 * (the row's 16 scales . the token's 16
-        // sums), subtracted once per output, on the tensor cores: the scales as int8 A, the
-        // sums as int8 hi (x64) and lo parts (t.hl); exact integers, the same comb.
-        const int as0 = int(t.tig == 0 ? sa[0] : t.tig == 1 ? sa[1] : t.tig == 2 ? sa[2] : sa[3]);
-        const int as1 = int(t.tig == 0 ? sb[0] : t.tig == 1 ? sb[1] : t.tig == 2 ? sb[2] : sb[3]);
+        // sums), on the tensor cores (exact integers, the same comb).
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            int off[4];
-            sums_dot(t, as0, as1, nt, off);
+        for (int nt = 0; nt < 4; ++nt) {
+            const float2 xd = *reinterpret_cast<const float2*>(t.xd + nt * 8 + 2 * t.tig);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) comb[nt][i] -= 32 * off[i];
-        }
+            for (int mt = 0; mt < 2; ++mt) {
+                int off[4];
+                sums_dot(t, int(word_of(scw[mt][0], t.tig)), int(word_of(scw[mt][1], t.tig)), nt, off);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                seg[nt][i] = __fadd_rn(seg[nt][i], q6k_term(t.xd[tk], dr[i >> 1], comb[nt][i]));
+                for (int i = 0; i < 4; ++i)
+                    seg[mt][nt][i] = __fadd_rn(seg[mt][nt][i], q6k_term(i & 1 ? xd.y : xd.x, dr[mt][i >> 1],
+                                                                        comb[mt][nt][i] - 32 * off[i]));
             }
+        }
     }
 };
 
 template <> struct Mq<DType::Q8_0> {
     static constexpr int C = 17, NS = 8;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[8][4]) {
+    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
+        uint4 dw[2][2];  // [mt][h]: the row's 8 f16 block scales
 #pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) dw[mt][h] = row_chunk(t, mt, h, 16);
+#pragma unroll 1
         for (int b = 0; b < 8; ++b) {
-            const uint32_t da = mword(t, t.r0, 64 + b / 2), db = mword(t, t.r1, 64 + b / 2);
-            const float dr[2] = {h2f(uint16_t((da >> (16 * (b & 1))) & 0xffffu)),
-                                 h2f(uint16_t((db >> (16 * (b & 1))) & 0xffffu))};
-            const int a0 = int(mword(t, t.r0, 8 * b + t.tig)), a1 = int(mword(t, t.r1, 8 * b + t.tig));
-            const int a2 = int(mword(t, t.r0, 8 * b + 4 + t.tig)), a3 = int(mword(t, t.r1, 8 * b + 4 + t.tig));
+            uint32_t bb[4][2], q[2][4];
+            b_frag(t, b, bb);
+            a_frag(t, 0, 2 * b, q[0]);
+            a_frag(t, 1, 2 * b, q[1]);
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                const int32_t* xr = t.x + (nt * 8 + t.g) * kXRow + 8 * b + t.tig;
-                int r[4];
-                mma_k32(r, a0, a1, a2, a3, xr[0], xr[4]);
+            for (int nt = 0; nt < 4; ++nt) {
+                const float x0 = t.xd[(nt * 8 + 2 * t.tig) * 8 + b], x1 = t.xd[(nt * 8 + 2 * t.tig + 1) * 8 + b];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int tk = nt * 8 + t.tig * 2 + (i & 1);
-                    seg[nt][i] = q8_0_block(seg[nt][i], dr[i >> 1], t.xd[tk * 8 + b], r[i]);
+                for (int mt = 0; mt < 2; ++mt) {
+                    const float dr[2] = {h2f(uint16_t(word_of(dw[mt][0], b >> 1) >> (16 * (b & 1)))),
+                                         h2f(uint16_t(word_of(dw[mt][1], b >> 1) >> (16 * (b & 1))))};
+                    int r[4];
+                    mma_k32(r, int(q[mt][0]), int(q[mt][1]), int(q[mt][2]), int(q[mt][3]), int(bb[nt][0]),
+                            int(bb[nt][1]));
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) seg[mt][nt][i] = q8_0_block(seg[mt][nt][i], dr[i >> 1], i & 1 ? x1 : x0, r[i]);
                 }
             }
         }
     }
 };
 
-// One pipeline stage in shared memory: the two packed row groups of one superblock and
-// the 64 tokens' activations for it.
+// One pipeline stage in shared memory: the two packed row groups of one superblock and the
+// 64 tokens' activations for it.
 template <int C, int NS>
 struct MmqStage {
-    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow * 4, kXd = 64 * NS * 4,
-                         kXs = 64 * kXsRow * 4;
-    static constexpr int kBytes = kW + kSide + kX + kXd + kXs;
+    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow, kHl = 64 * 32, kXd = 64 * NS * 4;
+    static constexpr int kBytes = kW + kSide + kX + kHl + kXd;
 };
 
-// grid (64-row tiles of every matrix in ms, 64-token tiles, K segments); ms.gstart counts
-// 64-row tiles. Block z sums segments z * seg_per_block onwards: with one segment a block
-// (grids too small to fill the GPU otherwise) and several segments in all, it writes its
-// sums to part (segment-major, [seg][T][N] per matrix at poff[m]) for mmq_reduce_kernel to
-// add in order, the dp4a kernel's order; with every segment in one block (grid z = 1) it
-// adds each segment's sum to its total in that same order itself. Two stages: the copies of
-// superblock j + 1 are in flight while superblock j is computed.
+// grid (64-token tiles, 64-row tiles of every matrix in ms, K segments); ms.gstart counts
+// 64-row tiles, and the blocks of one row tile are neighbours (its weights are read from
+// memory once for all token tiles). Block z sums segments z * seg_per_block onwards: with
+// one segment a block (grids too small to fill the GPU otherwise) and several segments in
+// all, it writes its sums to part (segment-major, [seg][T][N] per matrix at po.off) for
+// mmq_reduce_kernel to add in order, the dp4a kernel's order; with every segment in one
+// block (grid z = 1) it adds each segment's sum to its total in that same order itself.
+// Two stages: the copies of superblock j + 1 are in flight while superblock j is computed.
 template <DType D>
-__global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
-                                                  const float* __restrict__ xd, const int* __restrict__ xs, int K,
-                                                  int T, int sb_per_seg, int seg_per_block, float* __restrict__ part,
-                                                  MatOffsets po) {
+__global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
+                                                     const float* __restrict__ xd, const uint32_t* __restrict__ xhl,
+                                                     int K, int T, int sb_per_seg, int seg_per_block,
+                                                     float* __restrict__ part, MatOffsets po) {
     constexpr int C = Mq<D>::C, NS = Mq<D>::NS;
     using St = MmqStage<C, NS>;
     extern __shared__ __align__(16) uint8_t smem[];
-    int mi = 0;
-#pragma unroll
-    for (int i = 1; i < kMaxMats; ++i)
-        if (i < ms.n && int(blockIdx.x) >= ms.gstart[i]) mi = i;
-    const int64_t tile = int64_t(blockIdx.x) - ms.gstart[mi];
-    const int N = ms.N[mi], groups = (N + 31) / 32;
-    const int4* __restrict__ W = ms.W[mi];
-    const uint16_t* __restrict__ side = ms.side[mi];
-    const int t0 = blockIdx.y * 64;
+    const MatQ m = mat_at(ms, po, int(blockIdx.y));
+    const int64_t tile = int64_t(blockIdx.y) - m.first;
+    const int N = m.N, groups = (N + 31) / 32;
+    const int4* __restrict__ W = m.W;
+    const uint16_t* __restrict__ side = m.side;
+    const int t0 = blockIdx.x * 64;
     const int nsb = K >> 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
@@ -568,42 +656,55 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
     };
     auto issue_x = [&](int stage, int j) {
         uint8_t* st = smem + stage * St::kBytes;
-        int8_t* xsm = reinterpret_cast<int8_t*>(st + St::kW + St::kSide);
+        uint8_t* xsm = st + St::kW + St::kSide;
         for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
             const int tok = idx >> 4, ch = idx & 15;
             const bool ok = t0 + tok < T;
-            cp_async16(xsm + tok * kXRow * 4 + ch * 16,
+            cp_async16(xsm + tok * kXRow + ch * 16,
                        ok ? reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch
                           : reinterpret_cast<const int4*>(xq),
                        ok);
         }
-        float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX);
+        if (D != DType::Q8_0) {  // Q8_0 has no use for the sums
+            uint8_t* hsm = st + St::kW + St::kSide + St::kX;
+            for (int idx = threadIdx.x; idx < 64 * 2; idx += blockDim.x) {
+                const int tok = idx >> 1, q = idx & 1;
+                const bool ok = t0 + tok < T;
+                cp_async16(hsm + tok * 32 + q * 16,
+                           ok ? reinterpret_cast<const int4*>(xhl + (int64_t(t0 + tok) * nsb + j) * 8) + q
+                              : reinterpret_cast<const int4*>(xhl),
+                           ok);
+            }
+        }
+        float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX + St::kHl);
         for (int idx = threadIdx.x; idx < 64 * NS; idx += blockDim.x) {
             const int tok = idx / NS;
             const bool ok = t0 + tok < T;
-            cp_async4(xdsm + idx, ok ? xd + (int64_t(t0 + tok) * (K / 256) + j) * NS + idx % NS : xd, ok);
+            cp_async4(xdsm + idx, ok ? xd + (int64_t(t0 + tok) * nsb + j) * NS + idx % NS : xd, ok);
         }
-        int* xssm = reinterpret_cast<int*>(st + St::kW + St::kSide + St::kX + St::kXd);
-        if (D != DType::Q8_0)  // Q8_0 has no use for the sums
-            for (int idx = threadIdx.x; idx < 64 * 4; idx += blockDim.x) {
-                const int tok = idx >> 2, q = idx & 3;
-                const bool ok = t0 + tok < T;
-                cp_async16(xssm + tok * kXsRow + 4 * q,
-                           ok ? reinterpret_cast<const int4*>(xs + int64_t(t0 + tok) * (K / 16) + j * 16) + q
-                              : reinterpret_cast<const int4*>(xs),
-                           ok);
-            }
     };
 
-    float seg[8][4], tot[8][4];
+    // The running segment sums in registers; the totals in shared memory (after the stages),
+    // float4 q of thread tid at tot4[q * 128 + tid], touched once a segment.
+    float seg[2][4][4];
+    float4* tot4 = reinterpret_cast<float4*>(smem + 2 * St::kBytes);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) seg[nt][i] = 0.0f, tot[nt][i] = 0.0f;
+        for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) seg[mt][nt][i] = 0.0f;
+            tot4[(mt * 4 + nt) * 128 + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
     if (jb < je) issue_w(0, jb);
     pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
     if (jb < je) issue_x(0, jb);
     cp_async_commit();
+    const int wm = warp & 1, wn = warp >> 1;
+    MmqTile t;
+    t.lane = lane;
+    t.g = lane >> 2;
+    t.tig = lane & 3;
     for (int j = jb; j < je; ++j) {
         const int stage = (j - jb) & 1;
         if (j + 1 < je) issue_w(stage ^ 1, j + 1), issue_x(stage ^ 1, j + 1);
@@ -611,63 +712,46 @@ __global__ void __launch_bounds__(128) mmq_kernel(MatSet ms, const int8_t* __res
         cp_async_wait<1>();
         __syncthreads();
         const uint8_t* st = smem + stage * St::kBytes;
-        uint32_t* hl = reinterpret_cast<uint32_t*>(smem + 2 * St::kBytes);
-        if (D != DType::Q8_0) {
-            // The sums the min (Q4_K: 8 of 32 values) or offset (Q6_K: 16 of 16) terms take,
-            // split v = 64 hi + lo with lo in 0..63 (both int8) for the tensor cores.
-            const int* xs = reinterpret_cast<const int*>(st + St::kW + St::kSide + St::kX + St::kXd);
-            for (int idx = threadIdx.x; idx < 64 * 4; idx += blockDim.x) {
-                const int tok = idx >> 2, w = idx & 3;
-                uint32_t hi = 0, lo = 0;
-#pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    int v;
-                    if (D == DType::Q4_K) {
-                        const int s4 = 4 * w + b;
-                        v = s4 < 8 ? xs[tok * kXsRow + 2 * s4] + xs[tok * kXsRow + 2 * s4 + 1] : 0;
-                    } else {
-                        v = xs[tok * kXsRow + 4 * w + b];
-                    }
-                    hi |= (uint32_t(v >> 6) & 0xffu) << (8 * b);
-                    lo |= uint32_t(v & 63) << (8 * b);
-                }
-                hl[tok * 4 + w] = hi;
-                hl[256 + tok * 4 + w] = lo;
-            }
-            __syncthreads();
-        }
-        MmqTile t;
-        t.hl = hl;
-        t.w = reinterpret_cast<const uint32_t*>(st) + (warp >> 1) * C * 32 * 4;
-        t.sd = reinterpret_cast<const uint16_t*>(st + St::kW) + (warp >> 1) * 32;
-        t.x = reinterpret_cast<const int32_t*>(st + St::kW + St::kSide);
-        t.xd = reinterpret_cast<const float*>(st + St::kW + St::kSide + St::kX);
-        t.xs = reinterpret_cast<const int*>(st + St::kW + St::kSide + St::kX + St::kXd);
-        t.g = lane >> 2;
-        t.tig = lane & 3;
-        t.r0 = (warp & 1) * 16 + t.g;
-        t.r1 = t.r0 + 8;
+        t.w = st + wm * C * 32 * 16;
+        t.sd = reinterpret_cast<const uint16_t*>(st + St::kW) + wm * 32;
+        t.x = st + St::kW + St::kSide + wn * 32 * kXRow;
+        t.hl = st + St::kW + St::kSide + St::kX + wn * 32 * 32;
+        t.xd = reinterpret_cast<const float*>(st + St::kW + St::kSide + St::kX + St::kHl) + wn * 32 * NS;
         Mq<D>::superblock(t, seg);
         if ((j + 1) % sb_per_seg == 0 || j + 1 == je) {  // a segment ends: its sum joins the total
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
+            for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) tot[nt][i] = __fadd_rn(tot[nt][i], seg[nt][i]), seg[nt][i] = 0.0f;
+                for (int nt = 0; nt < 4; ++nt) {
+                    float4& tv = tot4[(mt * 4 + nt) * 128 + threadIdx.x];
+                    float4 v = tv;
+                    v.x = __fadd_rn(v.x, seg[mt][nt][0]);
+                    v.y = __fadd_rn(v.y, seg[mt][nt][1]);
+                    v.z = __fadd_rn(v.z, seg[mt][nt][2]);
+                    v.w = __fadd_rn(v.w, seg[mt][nt][3]);
+                    tv = v;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) seg[mt][nt][i] = 0.0f;
+                }
         }
         __syncthreads();  // this stage is refilled by the next iteration's copies
     }
-    float* __restrict__ out = gridDim.z > 1 ? part + po.off[mi] + int64_t(blockIdx.z) * T * N : ms.out[mi];
-    const int64_t row0 = tile * 64 + warp * 16 + (lane >> 2);
+    float* __restrict__ out = gridDim.z > 1 ? part + m.off + int64_t(blockIdx.z) * T * N : m.out;
+    const int64_t row0 = tile * 64 + wm * 32 + t.g;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int64_t row = row0 + (i >> 1) * 8;
-            const int tok = t0 + nt * 8 + (lane & 3) * 2 + (i & 1);
-            if (row < N && tok < T) out[int64_t(tok) * N + row] = tot[nt][i];
+        for (int nt = 0; nt < 4; ++nt) {
+            const float4 v = tot4[(mt * 4 + nt) * 128 + threadIdx.x];
+            const float tv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int64_t row = row0 + 16 * mt + 8 * (i >> 1);
+                const int tok = t0 + wn * 32 + nt * 8 + 2 * t.tig + (i & 1);
+                if (row < N && tok < T) out[int64_t(tok) * N + row] = tv[i];
+            }
         }
 }
-
 
 // Record byte i of a 256-value GGUF block of type t (packed.cuh's records).
 __device__ inline uint8_t record_byte(DType t, const uint8_t* blk, int i) {
@@ -754,10 +838,12 @@ struct XQ {
     int8_t* q;
     float* d;
     int* s;
-    float* part;  // tensor-core segment sums
+    uint32_t* hl;  // the sums of 16 as int8 hi / lo words (tensor cores)
+    float* part;   // tensor-core segment sums
 };
 size_t xq_bytes(int64_t K, int64_t T) {
-    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4);
+    return align256(size_t(T * K)) + align256(size_t(T * K / 32) * 4) + align256(size_t(T * K / 16) * 4) +
+           align256(size_t(T * K / 8));
 }
 XQ carve(void* scratch, int64_t K, int64_t T) {
     uint8_t* p = static_cast<uint8_t*>(scratch);
@@ -767,6 +853,8 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
     x.d = reinterpret_cast<float*>(p);
     p += align256(size_t(T * K / 32) * 4);
     x.s = reinterpret_cast<int*>(p);
+    p += align256(size_t(T * K / 16) * 4);
+    x.hl = reinterpret_cast<uint32_t*>(p);
     x.part = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xq_bytes(K, T));
     return x;
 }
@@ -795,13 +883,13 @@ int64_t row_tiles_of(const Node* const* nodes, int count) {
 template <DType D>
 void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, const MatOffsets& po, dim3 grid,
                 cudaStream_t s) {
-    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 2 * 64 * 16;  // + the hi/lo sums
+    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 128 * 32 * 4;  // + the totals
     static bool attr = [] {
         return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
     launch_pdl(mmq_kernel<D>, grid, dim3(128), size_t(bytes), s, mt, static_cast<const int8_t*>(q.q),
-               static_cast<const float*>(q.d), static_cast<const int*>(q.s), K, T, sbs, spb, q.part, po);
+               static_cast<const float*>(q.d), static_cast<const uint32_t*>(q.hl), K, T, sbs, spb, q.part, po);
 }
 
 template <DType D, int NT>
@@ -876,7 +964,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     if (!x32) {
         const unsigned blocks = unsigned((threads + 255) / 256);
         launch_pdl(w0.type == DType::Q8_0 ? quantize_x_kernel<8> : quantize_x_kernel<1>, dim3(blocks), dim3(256), 0,
-                   s, static_cast<const float*>(x.ptr<float>()), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s);
+                   s, static_cast<const float*>(x.ptr<float>()), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s,
+                   T >= mmq_min_tokens() && w0.type != DType::Q8_0 ? q.hl : nullptr);
     }
     MatSet ms{};
     ms.n = count;
@@ -905,7 +994,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         }
         const bool whole = mmq_whole_k(row_tiles_of(nodes, count), T, nseg);
         const int spb = whole ? nseg : 1;
-        const dim3 grid(unsigned(mt.gstart[count]), unsigned((T + 63) / 64), unsigned(whole ? 1 : nseg));
+        const dim3 grid(unsigned((T + 63) / 64), unsigned(mt.gstart[count]), unsigned(whole ? 1 : nseg));
         switch (w0.type) {
             case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, spb, po, grid, s); break;
             case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, spb, po, grid, s); break;

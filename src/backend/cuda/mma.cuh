@@ -41,6 +41,16 @@ __device__ __forceinline__ void mma_h16(float (&d)[4], uint32_t a0, uint32_t a1,
             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// ldmatrix .x4 (b16): lane L names row L % 8 of matrix L / 8 (16 bytes of shared memory);
+// lane (g, t) receives bytes 4t .. 4t + 3 of row g of matrix i in r[i]: for int8 data that
+// is the A (rows as matrix rows) or B (tokens as matrix rows) fragment register of mma.sync.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* row) {
+    const unsigned a = unsigned(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
 // Asynchronous 16- and 4-byte copies into shared memory (zero-filled when !pred).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
     const unsigned sa = unsigned(__cvta_generic_to_shared(smem));
