@@ -188,22 +188,31 @@ __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const 
     const int n0 = blockIdx.x * BN, r0 = (int(blockIdx.y) - mt.first) * kBM;
     const int steps = K / 32;
     // Stage of step j: this thread copies 16-byte pieces tid, tid + threads, ... of the
-    // weight rows and of the token rows (piece c: row c / 4, values 8 (c % 4) .. + 8).
+    // weight rows and of the token rows (piece c: row c / 4, values 8 (c % 4) .. + 8). The
+    // pieces are the same in every step: their sources are set up once (rows past N or T
+    // copy zeros).
+    constexpr int kWp = kBM * 4 / kThreads, kXp = BN * 4 / kThreads;
+    const uint8_t* wsrc[kWp];
+    const uint16_t* xsrc[kXp];
+    bool wok[kWp], xok[kXp];
+#pragma unroll
+    for (int i = 0; i < kWp; ++i) {
+        const int c = tid + kThreads * i, row = c >> 2;
+        wok[i] = r0 + row < N;
+        wsrc[i] = w + int64_t(wok[i] ? r0 + row : 0) * w_row + (c & 3) * 16;
+    }
+#pragma unroll
+    for (int i = 0; i < kXp; ++i) {
+        const int c = tid + kThreads * i, row = c >> 2;
+        xok[i] = n0 + row < T;
+        xsrc[i] = xh + int64_t(xok[i] ? n0 + row : 0) * K + (c & 3) * 8;
+    }
     auto load = [&](int j, int stage) {
-        uint8_t* st = smem + stage * kStageBytes;
+        uint8_t* st = smem + stage * kStageBytes + tid * 16;
 #pragma unroll
-        for (int i = 0; i < kBM * 4 / kThreads; ++i) {
-            const int c = tid + kThreads * i, row = c >> 2, q = c & 3;
-            const bool okw = r0 + row < N;
-            cp_async16(st + row * 64 + q * 16, w + int64_t(okw ? r0 + row : 0) * w_row + (int64_t(j) * 32 + q * 8) * 2,
-                       okw);
-        }
+        for (int i = 0; i < kWp; ++i) cp_async16(st + kThreads * 16 * i, wsrc[i] + int64_t(j) * 64, wok[i]);
 #pragma unroll
-        for (int i = 0; i < BN * 4 / kThreads; ++i) {
-            const int c = tid + kThreads * i, row = c >> 2, q = c & 3;
-            const bool okx = n0 + row < T;
-            cp_async16(st + (kBM + row) * 64 + q * 16, xh + int64_t(okx ? n0 + row : 0) * K + j * 32 + q * 8, okx);
-        }
+        for (int i = 0; i < kXp; ++i) cp_async16(st + kBM * 64 + kThreads * 16 * i, xsrc[i] + int64_t(j) * 32, xok[i]);
     };
     float acc[4][4][4], tot[4][4][4];
 #pragma unroll
@@ -218,6 +227,7 @@ __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const 
         if (s < steps) load(s, s);
         cp_async_commit();
     }
+    int left = cps;  // steps of the current segment still to come
     for (int j = 0; j < steps; ++j) {
         cp_async_wait<kStages - 2>();
         __syncthreads();  // step j's stage has arrived for every thread; step j - 1's is free
@@ -238,7 +248,8 @@ __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const 
                 mma_h16<bf16>(acc[a][b], wa.z, wb.z, wa.w, wb.w, xb[b].z, xb[b].w);
             }
         }
-        if ((j + 1) % cps == 0 || j + 1 == steps) {  // a segment ends: add its sums in order
+        if (--left == 0 || j + 1 == steps) {  // a segment ends: add its sums in order
+            left = cps;
 #pragma unroll
             for (int a = 0; a < 4; ++a)
 #pragma unroll

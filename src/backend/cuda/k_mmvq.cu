@@ -637,50 +637,59 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
 
     pdl_next();
     // The weights' copies of a stage (no kernel writes them) and the activations' copies.
+    // A thread copies the same pieces of every superblock: their offsets are set up once.
+    const int tid = threadIdx.x;
+    const int64_t gstride = int64_t(nsb) * C * 32;  // int4 between the records of two row groups
+    const int4* __restrict__ Wt = W + tile * 2 * gstride;
+    const bool ok1 = tile * 2 + 1 < groups;  // the tile's second row group exists
     auto issue_w = [&](int stage, int j) {
-        uint8_t* st = smem + stage * St::kBytes;
-        int4* wsm = reinterpret_cast<int4*>(st);
-        for (int idx = threadIdx.x; idx < 2 * C * 32; idx += blockDim.x) {
-            const int64_t grp = tile * 2 + idx / (C * 32);
-            const bool ok = grp < groups;
-            cp_async16(wsm + idx, ok ? W + (grp * nsb + j) * C * 32 + idx % (C * 32) : W, ok);
+        int4* wsm = reinterpret_cast<int4*>(smem + stage * St::kBytes);
+        const int4* src = Wt + j * C * 32;
+#pragma unroll
+        for (int k = 0; k < (2 * C * 32 + 127) / 128; ++k) {
+            const int idx = tid + 128 * k;
+            if (idx < 2 * C * 32) {
+                const bool hi = idx >= C * 32;
+                const bool ok = !hi || ok1;
+                cp_async16(wsm + idx, ok ? src + (hi ? gstride - C * 32 + idx : idx) : W, ok);
+            }
         }
-        if (D == DType::Q6_K && threadIdx.x < 8) {
-            const int64_t grp = tile * 2 + threadIdx.x / 4;
-            const bool ok = grp < groups;
-            cp_async16(st + St::kW + threadIdx.x * 16,
-                       ok ? reinterpret_cast<const int4*>(side + (grp * nsb + j) * 32) + threadIdx.x % 4
+        if (D == DType::Q6_K && tid < 8) {
+            const bool ok = tid < 4 || ok1;
+            cp_async16(smem + stage * St::kBytes + St::kW + tid * 16,
+                       ok ? reinterpret_cast<const int4*>(side + ((tile * 2 + tid / 4) * nsb + j) * 32) + tid % 4
                           : reinterpret_cast<const int4*>(side),
                        ok);
         }
     };
+    // x: token (tid / 16) + 8k, 16-byte piece tid % 16; the sums: token tid / 2, half tid % 2;
+    // the scales: token tid (NS = 1) or (tid / 8) + 16k, scale tid % 8 (NS = 8).
+    const int left = T - t0;  // tokens of this tile that exist (tokens past them read as zeros)
+    const int8_t* __restrict__ xsrc = xq + int64_t(t0 + (tid >> 4)) * K + (tid & 15) * 16;
+    const uint32_t* __restrict__ hsrc = xhl + (int64_t(t0 + (tid >> 1)) * nsb) * 8 + (tid & 1) * 4;
+    const float* __restrict__ dsrc =
+        NS == 1 ? xd + int64_t(t0 + tid) * nsb : xd + int64_t(t0 + (tid >> 3)) * nsb * 8 + (tid & 7);
     auto issue_x = [&](int stage, int j) {
         uint8_t* st = smem + stage * St::kBytes;
-        uint8_t* xsm = st + St::kW + St::kSide;
-        for (int idx = threadIdx.x; idx < 64 * 16; idx += blockDim.x) {
-            const int tok = idx >> 4, ch = idx & 15;
-            const bool ok = t0 + tok < T;
-            cp_async16(xsm + tok * kXRow + ch * 16,
-                       ok ? reinterpret_cast<const int4*>(xq + int64_t(t0 + tok) * K + j * 256) + ch
-                          : reinterpret_cast<const int4*>(xq),
-                       ok);
+        uint8_t* xsm = st + St::kW + St::kSide + (tid >> 4) * kXRow + (tid & 15) * 16;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const bool ok = (tid >> 4) + 8 * k < left;
+            cp_async16(xsm + 8 * k * kXRow, ok ? xsrc + int64_t(8 * k) * K + j * 256 : xq, ok);
         }
         if (D != DType::Q8_0) {  // Q8_0 has no use for the sums
-            uint8_t* hsm = st + St::kW + St::kSide + St::kX;
-            for (int idx = threadIdx.x; idx < 64 * 2; idx += blockDim.x) {
-                const int tok = idx >> 1, q = idx & 1;
-                const bool ok = t0 + tok < T;
-                cp_async16(hsm + tok * 32 + q * 16,
-                           ok ? reinterpret_cast<const int4*>(xhl + (int64_t(t0 + tok) * nsb + j) * 8) + q
-                              : reinterpret_cast<const int4*>(xhl),
-                           ok);
-            }
+            const bool ok = (tid >> 1) < left;
+            cp_async16(st + St::kW + St::kSide + St::kX + tid * 16, ok ? hsrc + j * 8 : xhl, ok);
         }
         float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX + St::kHl);
-        for (int idx = threadIdx.x; idx < 64 * NS; idx += blockDim.x) {
-            const int tok = idx / NS;
-            const bool ok = t0 + tok < T;
-            cp_async4(xdsm + idx, ok ? xd + (int64_t(t0 + tok) * nsb + j) * NS + idx % NS : xd, ok);
+        if (NS == 1) {
+            if (tid < 64) cp_async4(xdsm + tid, tid < left ? dsrc + j : xd, tid < left);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const bool ok = (tid >> 3) + 16 * k < left;
+                cp_async4(xdsm + tid + 128 * k, ok ? dsrc + (int64_t(16 * k) * nsb + j) * 8 : xd, ok);
+            }
         }
     };
 
@@ -824,14 +833,17 @@ size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 // K's segments: its superblocks, at least 2 a segment.
 KSplit segments(int64_t K) { return cut_k(int(K / 256), 2); }
 
-// Tokens from which products run on tensor cores (GLIA_MMQ_MIN_T overrides; the results
-// are the same bits either way).
-int mmq_min_tokens() {
+// Tokens from which products of weight type t run on tensor cores (the same bits either
+// way, so speed alone decides; measured on the H200, bench/LOG.md session 8: Q4_K from 8;
+// Q6_K from 16, the dp4a kernel still winning at 8; Q8_0 from 32, the dp4a kernel winning
+// at 16, its per-block float steps making the tile heavier). GLIA_MMQ_MIN_T overrides for
+// every type.
+int mmq_min_tokens(DType t) {
     static const int v = [] {
         const char* e = std::getenv("GLIA_MMQ_MIN_T");
-        return e && *e ? std::max(1, std::atoi(e)) : 32;
+        return e && *e ? std::max(1, std::atoi(e)) : 0;
     }();
-    return v;
+    return v ? v : t == DType::Q4_K ? 8 : t == DType::Q6_K ? 16 : 32;
 }
 
 struct XQ {
@@ -931,7 +943,7 @@ void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShap
 size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count) {
     const int64_t K = nodes[0]->src[MatmulArg::W]->ne[0], T = nodes[0]->src[MatmulArg::X]->n_rows();
     size_t bytes = xq_bytes(K, T);
-    if (T >= mmq_min_tokens()) {
+    if (T >= mmq_min_tokens(nodes[0]->src[MatmulArg::W]->type)) {
         const int nseg = segments(K).nseg;
         if (nseg > 1 && !mmq_whole_k(row_tiles_of(nodes, count), T, nseg))
             for (int m = 0; m < count; ++m) bytes += size_t(nseg * T * nodes[m]->src[MatmulArg::W]->ne[1]) * 4;
@@ -965,7 +977,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         const unsigned blocks = unsigned((threads + 255) / 256);
         launch_pdl(w0.type == DType::Q8_0 ? quantize_x_kernel<8> : quantize_x_kernel<1>, dim3(blocks), dim3(256), 0,
                    s, static_cast<const float*>(x.ptr<float>()), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s,
-                   T >= mmq_min_tokens() && w0.type != DType::Q8_0 ? q.hl : nullptr);
+                   T >= mmq_min_tokens(w0.type) && w0.type != DType::Q8_0 ? q.hl : nullptr);
     }
     MatSet ms{};
     ms.n = count;
@@ -981,7 +993,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         ms.N[m] = int(ps.N);
         ms.gstart[m + 1] = ms.gstart[m] + int(ps.groups);
     }
-    if (T >= mmq_min_tokens()) {
+    if (T >= mmq_min_tokens(w0.type)) {
         // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
         MatSet mt = ms;
         for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
