@@ -211,7 +211,8 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, in
 constexpr int kSbBytes = 256 + 64 + 32;
 
 // Up to kMaxMats products of one input, one launch: blocks [gstart[m], gstart[m+1]) are
-// matrix m's row groups.
+// matrix m's row groups (tiles for the tensor-core kernel); off[m]: where its segment sums
+// start in the tensor-core kernel's partial buffer.
 constexpr int kMaxMats = 4;
 struct MatSet {
     const int4* W[kMaxMats];
@@ -220,6 +221,7 @@ struct MatSet {
     int N[kMaxMats];
     int gstart[kMaxMats + 1];
     int n;
+    int64_t off[kMaxMats];
 };
 
 // Block: one warp per K segment, lane = row of the block's group; NT tokens per block.
@@ -322,11 +324,6 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
     }
 }
 
-// Where each matrix's segment sums start in the partial buffer.
-struct MatOffsets {
-    int64_t off[kMaxMats];
-};
-
 // Matrix b of a set (b: the grid's row-tile index), picked with constant indices only (an
 // indexed kernel parameter would be copied to local memory by every thread).
 struct MatQ {
@@ -336,24 +333,24 @@ struct MatQ {
     int N, first;
     int64_t off;
 };
-__device__ __forceinline__ MatQ mat_at(const MatSet& ms, const MatOffsets& po, int b) {
-    MatQ r{ms.W[0], ms.side[0], ms.out[0], ms.N[0], 0, po.off[0]};
+__device__ __forceinline__ MatQ mat_at(const MatSet& ms, int b) {
+    MatQ r{ms.W[0], ms.side[0], ms.out[0], ms.N[0], 0, ms.off[0]};
 #pragma unroll
     for (int i = 1; i < kMaxMats; ++i)
-        if (i < ms.n && b >= ms.gstart[i]) r = MatQ{ms.W[i], ms.side[i], ms.out[i], ms.N[i], ms.gstart[i], po.off[i]};
+        if (i < ms.n && b >= ms.gstart[i]) r = MatQ{ms.W[i], ms.side[i], ms.out[i], ms.N[i], ms.gstart[i], ms.off[i]};
     return r;
 }
 
 // out = sum of the segment sums in order from 0 (as the dp4a kernel adds its warps' sums).
-__global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, MatOffsets po, int T, int nseg) {
+__global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, int T, int nseg) {
     pdl_next();
     pdl_wait();
     int N = ms.N[0];
     float* out = ms.out[0];
-    int64_t off = po.off[0];
+    int64_t off = ms.off[0];
 #pragma unroll
     for (int k = 1; k < kMaxMats; ++k)
-        if (int(blockIdx.y) == k) N = ms.N[k], out = ms.out[k], off = po.off[k];
+        if (int(blockIdx.y) == k) N = ms.N[k], out = ms.out[k], off = ms.off[k];
     const int64_t n = int64_t(N) * T;
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -583,18 +580,22 @@ template <> struct Mq<DType::Q8_0> {
             b_frag(t, b, bb);
             a_frag(t, 0, 2 * b, q[0]);
             a_frag(t, 1, 2 * b, q[1]);
+            float dr[2][2];  // [mt][h]: the rows' scales of block b
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) dr[mt][h] = h2f(uint16_t(word_of(dw[mt][h], b >> 1) >> (16 * (b & 1))));
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt) {
                 const float x0 = t.xd[(nt * 8 + 2 * t.tig) * 8 + b], x1 = t.xd[(nt * 8 + 2 * t.tig + 1) * 8 + b];
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    const float dr[2] = {h2f(uint16_t(word_of(dw[mt][0], b >> 1) >> (16 * (b & 1)))),
-                                         h2f(uint16_t(word_of(dw[mt][1], b >> 1) >> (16 * (b & 1))))};
                     int r[4];
                     mma_k32(r, int(q[mt][0]), int(q[mt][1]), int(q[mt][2]), int(q[mt][3]), int(bb[nt][0]),
                             int(bb[nt][1]));
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) seg[mt][nt][i] = q8_0_block(seg[mt][nt][i], dr[i >> 1], i & 1 ? x1 : x0, r[i]);
+                    for (int i = 0; i < 4; ++i)
+                        seg[mt][nt][i] = q8_0_block(seg[mt][nt][i], dr[mt][i >> 1], i & 1 ? x1 : x0, r[i]);
                 }
             }
         }
@@ -613,7 +614,7 @@ struct MmqStage {
 // 64-row tiles, and the blocks of one row tile are neighbours (its weights are read from
 // memory once for all token tiles). Block z sums segments z * seg_per_block onwards: with
 // one segment a block (grids too small to fill the GPU otherwise) and several segments in
-// all, it writes its sums to part (segment-major, [seg][T][N] per matrix at po.off) for
+// all, it writes its sums to part (segment-major, [seg][T][N] per matrix at ms.off) for
 // mmq_reduce_kernel to add in order, the dp4a kernel's order; with every segment in one
 // block (grid z = 1) it adds each segment's sum to its total in that same order itself.
 // Two stages: the copies of superblock j + 1 are in flight while superblock j is computed.
@@ -621,24 +622,23 @@ template <DType D>
 __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
                                                      const float* __restrict__ xd, const uint32_t* __restrict__ xhl,
                                                      int K, int T, int sb_per_seg, int seg_per_block,
-                                                     float* __restrict__ part, MatOffsets po) {
+                                                     float* __restrict__ part) {
     constexpr int C = Mq<D>::C, NS = Mq<D>::NS;
     using St = MmqStage<C, NS>;
     extern __shared__ __align__(16) uint8_t smem[];
-    const MatQ m = mat_at(ms, po, int(blockIdx.y));
+    const MatQ m = mat_at(ms, int(blockIdx.y));
     const int64_t tile = int64_t(blockIdx.y) - m.first;
     const int N = m.N, groups = (N + 31) / 32;
     const int4* __restrict__ W = m.W;
     const uint16_t* __restrict__ side = m.side;
     const int t0 = blockIdx.x * 64;
     const int nsb = K >> 8;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
 
     pdl_next();
     // The weights' copies of a stage (no kernel writes them) and the activations' copies.
     // A thread copies the same pieces of every superblock: their offsets are set up once.
-    const int tid = threadIdx.x;
     const int64_t gstride = int64_t(nsb) * C * 32;  // int4 between the records of two row groups
     const int4* __restrict__ Wt = W + tile * 2 * gstride;
     const bool ok1 = tile * 2 + 1 < groups;  // the tile's second row group exists
@@ -703,7 +703,7 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
         for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) seg[mt][nt][i] = 0.0f;
-            tot4[(mt * 4 + nt) * 128 + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            tot4[(mt * 4 + nt) * 128 + tid] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     if (jb < je) issue_w(0, jb);
     pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
@@ -732,7 +732,7 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
-                    float4& tv = tot4[(mt * 4 + nt) * 128 + threadIdx.x];
+                    float4& tv = tot4[(mt * 4 + nt) * 128 + tid];
                     float4 v = tv;
                     v.x = __fadd_rn(v.x, seg[mt][nt][0]);
                     v.y = __fadd_rn(v.y, seg[mt][nt][1]);
@@ -751,7 +751,7 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-            const float4 v = tot4[(mt * 4 + nt) * 128 + threadIdx.x];
+            const float4 v = tot4[(mt * 4 + nt) * 128 + tid];
             const float tv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -893,7 +893,7 @@ int64_t row_tiles_of(const Node* const* nodes, int count) {
 }
 
 template <DType D>
-void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, const MatOffsets& po, dim3 grid,
+void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, dim3 grid,
                 cudaStream_t s) {
     constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 128 * 32 * 4;  // + the totals
     static bool attr = [] {
@@ -901,7 +901,7 @@ void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, c
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
     launch_pdl(mmq_kernel<D>, grid, dim3(128), size_t(bytes), s, mt, static_cast<const int8_t*>(q.q),
-               static_cast<const float*>(q.d), static_cast<const uint32_t*>(q.hl), K, T, sbs, spb, q.part, po);
+               static_cast<const float*>(q.d), static_cast<const uint32_t*>(q.hl), K, T, sbs, spb, q.part);
 }
 
 template <DType D, int NT>
@@ -972,12 +972,13 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const KSplit sg = segments(K);
     const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) <= 48 * 1024;
     const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
+    const bool tensor_cores = T >= mmq_min_tokens(w0.type);
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {
         const unsigned blocks = unsigned((threads + 255) / 256);
         launch_pdl(w0.type == DType::Q8_0 ? quantize_x_kernel<8> : quantize_x_kernel<1>, dim3(blocks), dim3(256), 0,
                    s, static_cast<const float*>(x.ptr<float>()), int64_t(x.nb[1] / 4), K, T, q.q, q.d, q.s,
-                   T >= mmq_min_tokens(w0.type) && w0.type != DType::Q8_0 ? q.hl : nullptr);
+                   tensor_cores && w0.type != DType::Q8_0 ? q.hl : nullptr);
     }
     MatSet ms{};
     ms.n = count;
@@ -993,32 +994,31 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         ms.N[m] = int(ps.N);
         ms.gstart[m + 1] = ms.gstart[m] + int(ps.groups);
     }
-    if (T >= mmq_min_tokens(w0.type)) {
+    if (tensor_cores) {
         // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
         MatSet mt = ms;
         for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
         const int sbs = sg.per, nseg = sg.nseg;
-        MatOffsets po{};
         int64_t total = 0;
         for (int m = 0; m < count; ++m) {
-            po.off[m] = total;
+            mt.off[m] = total;
             total += int64_t(nseg) * T * ms.N[m];
         }
         const bool whole = mmq_whole_k(row_tiles_of(nodes, count), T, nseg);
         const int spb = whole ? nseg : 1;
         const dim3 grid(unsigned((T + 63) / 64), unsigned(mt.gstart[count]), unsigned(whole ? 1 : nseg));
         switch (w0.type) {
-            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, spb, po, grid, s); break;
-            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, spb, po, grid, s); break;
-            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, spb, po, grid, s); break;
+            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, spb, grid, s); break;
+            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, spb, grid, s); break;
+            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, spb, grid, s); break;
             default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
         }
         if (nseg > 1 && !whole) {
             int maxn = 0;
             for (int m = 0; m < count; ++m) maxn = std::max(maxn, ms.N[m]);
             const int64_t n = int64_t(maxn) * T;
-            launch_pdl(mmq_reduce_kernel, dim3(unsigned((n + 255) / 256), unsigned(count)), dim3(256), 0, s, ms,
-                       static_cast<const float*>(q.part), po, T, nseg);
+            launch_pdl(mmq_reduce_kernel, dim3(unsigned((n + 255) / 256), unsigned(count)), dim3(256), 0, s, mt,
+                       static_cast<const float*>(q.part), T, nseg);
         }
         return;
     }
