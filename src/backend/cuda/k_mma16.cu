@@ -14,9 +14,27 @@
 //  - Row tiles start at multiples of 16 and token tiles at multiples of 8, so an output has
 //    the same place in its mma whatever kernel computes it.
 // The one-to-32-token kernel (a warp per segment, weights straight from global memory into
-// fragments) and the many-token kernel (tiles of 128 rows x 64 tokens staged in shared
-// memory by cp.async) both follow it, so a batch changes no bits; which one runs depends on
-// speed alone. Products of one input (q/k/v, gate/up) share a launch (Mats16).
+// fragments), the one-to-eight-token streaming kernel (below) and the many-token kernel
+// (tiles of 128 rows x 64 tokens staged in shared memory by cp.async) all follow it, so a
+// batch changes no bits; which one runs depends on speed alone. Products of one input
+// (q/k/v, gate/up) share a launch (Mats16).
+//
+// One to eight tokens (decode) are bound by the weights' bandwidth: an SM needs ~25 KB of
+// loads in flight all the time (4 TB/s x ~0.7 us / 132 SMs). GLIA_MMA16_ROWS picks how:
+//  0: the one-to-32-token kernel: a block of 16 rows, 16 warps of 112 registers (one block
+//     an SM), each loading its whole 8-step segment at once when K = 4096: the SM's loads
+//     come in bursts with nothing in flight between its blocks.
+//  1 (default): the streaming kernel, a block per 16-row tile: 8 warps of at most 80
+//     registers (three blocks an SM), each with a ring of 4 steps (4 KB) of loads always in
+//     flight over its run of segments, x read from shared memory (the tokens' rounded rows,
+//     staged once).
+//  2: the same, with as many tiles a block as make the grid one wave of resident blocks (a
+//     ramp and x staged once a block). Faster alone (bench-ops, 4096 x 4096: 12.9 us against
+//     15.9), slower in a decode step (llama3-8b F16 tg128 181 against 185 t/s: its long
+//     blocks leave the next kernel no room to start early).
+// Measured (bench/LOG.md session 9): llama3-8b F16 tg128 158.8 (0), 185.4 (1).
+// Where x and the sums would take more than kStreamSmem (eight tokens of K > 6000) the
+// one-to-32-token kernel runs whatever the setting.
 #include <algorithm>
 #include <cstdlib>
 
@@ -164,6 +182,117 @@ __global__ void __launch_bounds__(512) mma16_rows_kernel(Mats16 ms, const float*
     add_segments<NT>(part, out, N, T, r0, t0, nseg);
 }
 
+// One to eight tokens, streaming: a block of kStreamWarps warps computes R consecutive 16-row
+// tiles of one matrix (blocks of 16 R rows in ms) for all T tokens. Its items, (tile,
+// segment) tile-major, are cut into runs of consecutive items, a run a warp: a warp's run
+// is one stretch of K of each of its tiles, which it streams step after step with a ring
+// of kRing steps of loads in flight (slot u reloaded with the step kRing ahead as soon as
+// its mma are issued; the next tile's first steps load while the current one ends). At a
+// segment's end the warp writes its sum (the T tokens' values only) to shared memory;
+// after the block's last step each output adds its segment sums in order from zero. The
+// block rounds the T rows of x into shared memory once (rows xk = K + 8 apart, so that the
+// tokens' fragments fall in different banks); lanes of tokens g >= T feed zeros (their
+// columns are discarded). Rows past N load row N - 1 (their rows are discarded).
+constexpr int kStreamWarps = 8, kStreamThreads = kStreamWarps * 32;
+constexpr int kStreamSmem = 96 * 1024;  // shared memory a block may take (x and the sums)
+
+template <bool bf16, int kRing, int kMinBlocks>
+__global__ void __launch_bounds__(kStreamThreads, kMinBlocks)
+    mma16_stream_kernel(Mats16 ms, const float* __restrict__ x32, int64_t x_row, const uint16_t* __restrict__ xh,
+                        int T, int K, int cps, int nseg, int R) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    pdl_next();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int steps = K / 32, xk = K + 8;
+    uint16_t* xs = reinterpret_cast<uint16_t*>(smem);           // [T][xk]
+    float* part = reinterpret_cast<float*>(smem + size_t(T) * xk * 2);  // [R][nseg][T][16 rows]
+    const Mat16 mt = mat_of(ms, blockIdx.x);
+    const int N = mt.N, row0 = (int(blockIdx.x) - mt.first) * R * 16, nt = min(R, (N - row0 + 15) / 16);
+    // This warp's run: items [i0, i1), n steps from step jc of local tile rc (segment s).
+    const int items = nt * nseg, per = (items + kStreamWarps - 1) / kStreamWarps;
+    const int i0 = min(items, warp * per), i1 = min(items, i0 + per);
+    int rc = i0 / nseg, s = i0 % nseg, jc = s * cps, left = min(cps, steps - jc);
+    const int n = (i1 / nseg - rc) * steps + (i1 % nseg) * cps - jc;
+    // The load cursor runs kRing steps ahead of (rc, jc): local tile rl, the next step's
+    // pieces of rows g and g + 8 at ra and rb, ll steps left in the tile.
+    int rl = rc, ll = steps - jc;
+    const uint4* ra;
+    const uint4* rb;
+    auto rows_of = [&](int r, int j) {
+        const int a = row0 + 16 * r + g;
+        ra = reinterpret_cast<const uint4*>(mt.w + int64_t(min(a, N - 1)) * ms.w_row) + 4 * j + t;
+        rb = reinterpret_cast<const uint4*>(mt.w + int64_t(min(a + 8, N - 1)) * ms.w_row) + 4 * j + t;
+    };
+    rows_of(rl, jc);
+    uint4 wa[kRing], wb[kRing];
+    auto load = [&](uint4& a, uint4& b) {
+        a = __ldg(ra);
+        b = __ldg(rb);
+        ra += 4, rb += 4;
+        if (--ll == 0) {
+            ll = steps;
+            rows_of(++rl, 0);
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < kRing; ++u)
+        if (u < n) load(wa[u], wb[u]);
+    pdl_wait();  // the first weights are on their way; x is the previous kernel's
+    {
+        // x's rows, 8 values a thread at a time, four loads in flight before the stores.
+        const int per_row = K / 8, all = T * per_row;
+        const int64_t xstr = xh ? int64_t(K) : x_row;
+        for (int i = threadIdx.x; i < all; i += 4 * kStreamThreads) {
+            uint4 v[4];
+#pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                const int c = i + a * kStreamThreads, tk = c / per_row;
+                if (c < all) v[a] = x_frag<bf16>(x32, xh, tk * xstr + (c - tk * per_row) * 8);
+            }
+#pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                const int c = i + a * kStreamThreads, tk = c / per_row;
+                if (c < all) *reinterpret_cast<uint4*>(xs + tk * xk + (c - tk * per_row) * 8) = v[a];
+            }
+        }
+    }
+    __syncthreads();
+    const uint4* xr = reinterpret_cast<const uint4*>(xs + g * xk) + t;  // token g's fragments (g < T)
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int q = 0; q < n; q += kRing) {
+#pragma unroll
+        for (int u = 0; u < kRing; ++u) {
+            if (q + u >= n) break;
+            const uint4 xb = g < T ? xr[4 * jc] : make_uint4(0, 0, 0, 0);
+            mma_h16<bf16>(acc, wa[u].x, wb[u].x, wa[u].y, wb[u].y, xb.x, xb.y);
+            mma_h16<bf16>(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xb.z, xb.w);
+            if (q + u + kRing < n) load(wa[u], wb[u]);
+            if (++jc == steps) jc = 0;
+            if (--left == 0) {  // segment s of tile rc ends: its sums of the T tokens
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int tk = 2 * t + (c & 1);
+                    if (tk < T) part[((rc * nseg + s) * T + tk) * 16 + g + 8 * (c >> 1)] = acc[c];
+                    acc[c] = 0.0f;
+                }
+                if (++s == nseg) {
+                    s = 0;
+                    ++rc;
+                }
+                left = min(cps, steps - s * cps);
+            }
+        }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < nt * T * 16; o += kStreamThreads) {
+        const int r = o / (T * 16), tk = (o >> 4) % T, row = row0 + 16 * r + (o & 15);
+        if (row >= N) continue;
+        float sum = 0.0f;
+        for (int e = 0; e < nseg; ++e) sum = __fadd_rn(sum, part[((r * nseg + e) * T + tk) * 16 + (o & 15)]);
+        mt.out[int64_t(tk) * N + row] = sum;
+    }
+}
+
 // Many tokens: a block computes 128 rows x BN tokens, warps of 64 rows x 32 tokens (2 x
 // BN / 32 of them); each step's 128 weight rows and BN token rows (64 bytes each) go to
 // shared memory by cp.async, kStages steps ahead. Each warp keeps its running segment sums
@@ -308,6 +437,26 @@ int rows_warps(int nseg) {
     return std::min(nseg, v);
 }
 
+// The one-to-eight-token kernel (GLIA_MMA16_ROWS, 0 to 2; the same bits): see the header.
+int rows_variant() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_MMA16_ROWS");
+        return e && *e ? std::max(0, std::min(2, std::atoi(e))) : 1;
+    }();
+    return v;
+}
+
+// The GPU's multiprocessors (132 where the runtime cannot tell).
+int sm_count() {
+    static const int v = [] {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return 132;
+        return std::max(1, n);
+    }();
+    return v;
+}
+
 // Tokens of a many-token block (GLIA_MMA16_BN: 64 or 128; the same bits).
 int tile_tokens() {
     static const int v = [] {
@@ -355,6 +504,44 @@ void launch_rows(const Mats16& ms, int K, int T, const float* x32, int64_t x_row
                sp.nseg);
 }
 
+// The streaming kernel, a tile a block or (wave) as many tiles a block as make the grid one
+// wave of resident blocks (by registers, or shared memory); false when its shared memory
+// would pass kStreamSmem (the caller runs the one-to-32-token kernel).
+template <bool bf16, int kRing, int kMinBlocks>
+bool launch_stream(const Node* const* nodes, int count, int K, int T, const float* x32, int64_t x_row,
+                   const uint16_t* xh, bool wave, cudaStream_t s) {
+    const KSplit sp = split_of(K);
+    const size_t xbytes = size_t(T) * size_t(K + 8) * 2, sums = size_t(sp.nseg) * size_t(T) * 64;
+    if (xbytes + sums > size_t(kStreamSmem)) return false;
+    int R = 1;
+    if (wave) {  // the fewest tiles a block that make at most `slots` blocks (or all shared memory)
+        const int fit = std::max(1, std::min(kMinBlocks, int((227 << 10) / (xbytes + sums + 1024))));
+        const int slots = sm_count() * fit, most = int((size_t(kStreamSmem) - xbytes) / sums);
+        R = std::max(1, (mats_of(nodes, count, 16).start[count] + slots - 1) / slots);
+        while (R < most && mats_of(nodes, count, 16 * R).start[count] > slots) ++R;
+        R = std::min(R, most);
+    }
+    static const bool attr = [] {
+        return cudaFuncSetAttribute(mma16_stream_kernel<bf16, kRing, kMinBlocks>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem) == cudaSuccess;
+    }();
+    if (!attr) return false;
+    const Mats16 ms = mats_of(nodes, count, 16 * R);
+    launch_pdl(mma16_stream_kernel<bf16, kRing, kMinBlocks>, dim3(unsigned(ms.start[count])), dim3(kStreamThreads),
+               xbytes + size_t(R) * sums, s, ms, x32, x_row, xh, T, K, sp.per, sp.nseg, R);
+    return true;
+}
+
+template <bool bf16>
+bool launch_stream_variant(const Node* const* nodes, int count, int K, int T, const float* x32, int64_t x_row,
+                           const uint16_t* xh, cudaStream_t s) {
+    switch (rows_variant()) {
+        case 1: return launch_stream<bf16, 4, 3>(nodes, count, K, T, x32, x_row, xh, false, s);
+        case 2: return launch_stream<bf16, 4, 3>(nodes, count, K, T, x32, x_row, xh, true, s);
+        default: return false;
+    }
+}
+
 template <bool bf16>
 void launch_mma16_t(const Node* const* nodes, int count, cudaStream_t s, void* scratch) {
     const Tensor& w = *nodes[0]->src[MatmulArg::W];
@@ -374,8 +561,9 @@ void launch_mma16_t(const Node* const* nodes, int count, cudaStream_t s, void* s
         else launch_tile<bf16, 64>(mats_of(nodes, count, kBM), K, T, xh, s);
         return;
     }
-    const Mats16 ms = mats_of(nodes, count, 16);
     const uint16_t* xr = x16 ? nullptr : xh;
+    if (T <= 8 && launch_stream_variant<bf16>(nodes, count, K, T, x32, x_row, xr, s)) return;
+    const Mats16 ms = mats_of(nodes, count, 16);
     if (T <= 8) launch_rows<bf16, 1>(ms, K, T, x32, x_row, xr, s);
     else if (T <= 16) launch_rows<bf16, 2>(ms, K, T, x32, x_row, xr, s);
     else if (T <= 24) launch_rows<bf16, 3>(ms, K, T, x32, x_row, xr, s);
