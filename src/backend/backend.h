@@ -58,6 +58,15 @@ public:
     // there after synchronize() or for later work of this backend.
     virtual void copy(const Tensor& src, Tensor& dst) = 0;
 
+    // Whether nodes a and b (b right after a in the run order, both here) would run as one
+    // launch if their memory allowed it (neither writing where the other reads). The memory
+    // plan then keeps what a reads and writes alive until b is done, so that it does.
+    virtual bool launches_with_next(const Node& a, const Node& b) const {
+        (void)a;
+        (void)b;
+        return false;
+    }
+
     // Compiles nodes (all supported by this backend, their tensors' memory assigned).
     virtual std::unique_ptr<Segment> compile(const std::vector<const Node*>& nodes) = 0;
 

@@ -151,6 +151,23 @@ std::unique_ptr<DispatchPlan> Dispatcher::compile(Graph& g) {
         for (const Tensor* s : plan->exec[j].node.src)
             if (s && s->root()->role == TensorRole::ACTIVATION) last[s->root()] = j;
     last[plan->output->root()] = n_exec;
+    // Two nodes a backend runs as one launch: what the first reads and writes lives through
+    // the second, so that neither writes where the other reads.
+    for (int j = 0; j + 1 < n_exec; ++j) {
+        const Node& a = plan->exec[j].node;
+        const Node& b = plan->exec[j + 1].node;
+        const int d = loc.at(a.out);
+        if (a.op == Op::COPY || b.op == Op::COPY || loc.at(b.out) != d || !backends_[d]->launches_with_next(a, b))
+            continue;
+        auto extend = [&](const Tensor* t) {
+            if (!t || t->root()->role != TensorRole::ACTIVATION) return;
+            auto it = last.find(t->root());
+            if (it == last.end()) last[t->root()] = j + 1;
+            else if (it->second == j) it->second = j + 1;
+        };
+        for (const Tensor* s : a.src) extend(s);
+        extend(a.out);
+    }
     plan->arena_need.assign(backends_.size(), 0);
     for (int d = 0; d < static_cast<int>(backends_.size()); ++d) {
         std::vector<Lifetime> lives;

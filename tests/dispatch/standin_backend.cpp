@@ -151,6 +151,7 @@ private:
 };
 
 std::unique_ptr<Segment> StandinBackend::compile(const std::vector<const Node*>& nodes) {
+    if (observer_) observer_(nodes);
     return std::make_unique<StandinSegment>(*this, nodes);
 }
 

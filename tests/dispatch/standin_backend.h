@@ -34,6 +34,11 @@ public:
     void set_ops(std::set<Op> ops) { ops_ = std::move(ops); }
     // A further condition on the nodes it takes (e.g. another backend's supports()).
     void set_filter(std::function<bool(const Node&)> f) { filter_ = std::move(f); }
+    // What launches_with_next() answers (default: false).
+    void set_pairing(std::function<bool(const Node&, const Node&)> f) { pairing_ = std::move(f); }
+    bool launches_with_next(const Node& a, const Node& b) const override { return pairing_ && pairing_(a, b); }
+    // Sees each segment's nodes, in order, as compile() gets them.
+    void set_observer(std::function<void(const std::vector<const Node*>&)> f) { observer_ = std::move(f); }
     // True when [p, p + bytes) lies in one of its allocations.
     bool owns(const void* p, size_t bytes) const;
     // The private copy of a weight (nullptr: not prepared here).
@@ -47,6 +52,8 @@ private:
     friend class StandinSegment;
     std::set<Op> ops_;
     std::function<bool(const Node&)> filter_;
+    std::function<void(const std::vector<const Node*>&)> observer_;
+    std::function<bool(const Node&, const Node&)> pairing_;
     cpu::CpuBackend cpu_;
     mutable std::mutex mu_;
     std::map<const uint8_t*, std::unique_ptr<uint8_t[]>> mem_;  // aligned start -> owner

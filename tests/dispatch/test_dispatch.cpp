@@ -374,6 +374,47 @@ TEST(Standin, CudaSupportsEveryOpOfEveryModel) {
     EXPECT_GT(models, 30);
 }
 
+// On real graphs the paired launches happen where a decode step most needs them: every
+// MoE selection with its weights (qwen3moe), the q and k norms (qwen3 family), q and k RoPE.
+// The memory plan must know (launches_with_next): without it the arena gives k's output the
+// memory of q's input and every pair but the routing's is refused.
+TEST(CudaPairs, RoutingAndQkNormsLaunchTogetherInRealGraphs) {
+    for (const char* stem : {"tiny-qwen3moe-q4_k_m", "tiny-qwen3-q8_0"}) {
+        auto m = Model::load(model_path(stem));
+        const ModelProfile& p = m->profile();
+        StandinBackend dev;
+        dev.set_filter([](const Node& n) { return cuda::node_supported(n); });
+        dev.set_pairing([](const Node& a, const Node& b) { return cuda::pairs_with_next(a, b); });
+        std::map<std::string, int> seen, paired;  // "A+B" -> consecutive pairs, launched together
+        dev.set_observer([&](const std::vector<const Node*>& nodes) {
+            for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+                const Node& a = *nodes[i];
+                const Node& b = *nodes[i + 1];
+                std::string what;
+                if (a.op == Op::MOE_TOPK && b.op == Op::MOE_WEIGHTS) what = "MOE_TOPK+MOE_WEIGHTS";
+                else if (a.op == Op::RMS_NORM && b.op == Op::RMS_NORM && a.out->name.rfind("Qcur_normed", 0) == 0)
+                    what = "q norm+k norm";
+                else if (a.op == Op::ROPE && b.op == Op::ROPE) what = "ROPE q+k";
+                if (what.empty()) continue;
+                ++seen[what];
+                paired[what] += cuda::launched_together(a, b);
+            }
+        });
+        SessionOptions so;
+        so.placement = split(p, 0);
+        so.devices = {&dev};
+        const auto& gp = model_cases().front().prompts.front();
+        evaluate(*m, prompt_tokens(gp.j), 2, so);
+        const std::vector<std::string> want = p.n_expert > 0
+                                                  ? std::vector<std::string>{"MOE_TOPK+MOE_WEIGHTS", "q norm+k norm", "ROPE q+k"}
+                                                  : std::vector<std::string>{"q norm+k norm", "ROPE q+k"};
+        for (const std::string& w : want) {
+            EXPECT_GT(seen[w], 0) << stem << ": no consecutive " << w;
+            EXPECT_EQ(paired[w], seen[w]) << stem << ": " << w << " launched apart";
+        }
+    }
+}
+
 // The RoPE of q and of k run as one kernel only when neither output lands on the other's
 // input: the activation arena may give k's output the bytes of q's input once the separate
 // kernels would be done with them, and run together that is a race (it was one: sampled

@@ -189,6 +189,138 @@ int check_products() {
     return bad;
 }
 
+// MoE expert products on packed stacks (k_mmvq.cu): the pairs' products by the dp4a kernel
+// (fewer than 8 pairs an expert: 1 and 2 tokens) and by tensor cores over the pairs sorted
+// by expert (13 and 40 tokens) must give every token the same bits, and all be near the double
+// product of the dequantized experts with act(gate, up) in float; also with the gate / up
+// or the down stacks of a type that is not packed (the float kernels of k_gemv.cu).
+int check_moe_packed() {
+    using namespace glia::emucuda;
+    int bad = 0;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    // gate / up and down types: packed all, then gate / up or down on the float kernels
+    const DType sets[5][2] = {{DType::Q4_K, DType::Q6_K}, {DType::Q8_0, DType::Q4_K}, {DType::Q6_K, DType::Q8_0},
+                              {DType::Q5_K, DType::Q4_K}, {DType::Q4_K, DType::Q5_K}};
+    for (const auto& types : sets) {
+        const DType tg = types[0], td = types[1];
+        const int64_t K = 1024, F = 256, E = 3, U = 2, T = 40;  // 2 segments of gate / up; one of down
+        struct Stack {
+            std::vector<float> wd;  // dequantized [E][N][Kin]
+            std::vector<uint8_t> packed;
+            Tensor w;
+        };
+        auto make = [&](DType t, int64_t kin, int64_t n, const char* name) {
+            Stack st;
+            const quant::TypeTraits& tr = quant::traits(t);
+            const size_t rb = size_t(kin / tr.block_size) * tr.type_size;
+            std::vector<uint8_t> raw(rb * size_t(n * E));
+            std::vector<float> wf(static_cast<size_t>(kin));
+            st.wd.resize(size_t(n * E * kin));
+            for (int64_t r = 0; r < n * E; ++r) {
+                for (float& v : wf) v = nd(rng) * 0.05f;
+                tr.quantize_row(wf.data(), raw.data() + size_t(r) * rb, kin);
+                tr.dequantize_row(raw.data() + size_t(r) * rb, st.wd.data() + r * kin, kin);
+            }
+            st.w = Tensor::make(t, kin, n, E);
+            st.w.name = name;
+            st.w.role = TensorRole::WEIGHT;
+            if (packable(st.w)) {
+                const PackedShape ps = packed_shape(st.w);
+                st.packed.resize(ps.main_bytes() + ps.side_bytes(t) + 64);
+                launch_pack(t, raw.data(), rb, ps, st.packed.data(), nullptr);
+            } else {  // a type the float kernels take as it is
+                st.packed = raw;
+            }
+            st.w.data = st.packed.data();
+            return st;
+        };
+        Stack gate = make(tg, K, F, "blk.0.ffn_gate_exps.weight"), up = make(tg, K, F, "blk.0.ffn_up_exps.weight");
+        Stack down = make(td, F, K, "blk.0.ffn_down_exps.weight");
+        std::vector<float> x(size_t(T * K)), wts(size_t(T * U));
+        std::vector<int32_t> ids(size_t(T * U));
+        for (float& v : x) v = nd(rng);
+        for (int64_t t = 0; t < T; ++t) {
+            ids[size_t(t * U)] = int32_t(rng() % E);
+            ids[size_t(t * U + 1)] = int32_t((ids[size_t(t * U)] + 1 + rng() % (E - 1)) % E);
+            wts[size_t(t * U)] = 0.3f + 0.4f * float(rng() % 100) / 100.0f;
+            wts[size_t(t * U + 1)] = 1.0f - wts[size_t(t * U)];
+        }
+        // The expert products of tokens [first, first + nt).
+        auto experts = [&](int64_t first, int64_t nt) {
+            Tensor xt = Tensor::make(DType::F32, K, nt), it = Tensor::make(DType::I32, U, nt),
+                   wt = Tensor::make(DType::F32, U, nt), ot = Tensor::make(DType::F32, K, nt);
+            std::vector<float> xb(x.begin() + first * K, x.begin() + (first + nt) * K);
+            std::vector<int32_t> ib(ids.begin() + first * U, ids.begin() + (first + nt) * U);
+            std::vector<float> wb(wts.begin() + first * U, wts.begin() + (first + nt) * U), out(size_t(K * nt));
+            xt.data = xb.data();
+            it.data = ib.data();
+            wt.data = wb.data();
+            ot.data = out.data();
+            Node n;
+            n.op = Op::MOE_EXPERTS;
+            n.src[MoeExpertsArg::X] = &xt;
+            n.src[MoeExpertsArg::GATE] = &gate.w;
+            n.src[MoeExpertsArg::UP] = &up.w;
+            n.src[MoeExpertsArg::DOWN] = &down.w;
+            n.src[MoeExpertsArg::IDS] = &it;
+            n.src[MoeExpertsArg::WEIGHTS] = &wt;
+            n.out = &ot;
+            if (!moe_packed_ok(n)) fail("emu: the packed expert path does not take this node");
+            std::vector<uint8_t> scratch(moe_packed_scratch_bytes(n) + 256);
+            launch_moe_experts_packed(n, nullptr, scratch.data());
+            return out;
+        };
+        if (moe_packed_min_pairs(E) != 24) fail("emu: GLIA_MOE_MMQ_MIN is set; the check needs the default");
+        const std::vector<float> all = experts(0, T);  // 80 pairs: tensor cores
+        int differ = 0;
+        for (int64_t tk : {int64_t(0), int64_t(17), T - 1}) {  // 2 pairs: dp4a
+            const std::vector<float> one = experts(tk, 1);
+            differ += std::memcmp(one.data(), all.data() + tk * K, size_t(K) * 4) != 0;
+        }
+        const std::vector<float> two = experts(5, 2);  // 4 pairs: dp4a
+        differ += std::memcmp(two.data(), all.data() + 5 * K, size_t(2 * K) * 4) != 0;
+        const std::vector<float> some = experts(20, 13);  // 26 pairs: tensor cores, small tiles
+        differ += std::memcmp(some.data(), all.data() + 20 * K, size_t(13 * K) * 4) != 0;
+        double err = 0, ref_max = 0;
+        std::vector<double> h(static_cast<size_t>(U * F));
+        for (int64_t t = 0; t < T; ++t) {
+            for (int64_t u = 0; u < U; ++u) {
+                const int64_t e = ids[size_t(t * U + u)];
+                for (int64_t f = 0; f < F; ++f) {
+                    double g = 0, v = 0;
+                    const float* gw = gate.wd.data() + (e * F + f) * K;
+                    const float* uw = up.wd.data() + (e * F + f) * K;
+                    for (int64_t k = 0; k < K; ++k) {
+                        g += double(gw[k]) * x[size_t(t * K + k)];
+                        v += double(uw[k]) * x[size_t(t * K + k)];
+                    }
+                    h[size_t(u * F + f)] = g / (1.0 + std::exp(-g)) * v;
+                }
+            }
+            for (int64_t r = 0; r < K; ++r) {
+                double ref = 0;
+                for (int64_t u = 0; u < U; ++u) {
+                    const int64_t e = ids[size_t(t * U + u)];
+                    const float* dw = down.wd.data() + (e * K + r) * F;
+                    double o = 0;
+                    for (int64_t f = 0; f < F; ++f) o += double(dw[f]) * h[size_t(u * F + f)];
+                    ref += double(wts[size_t(t * U + u)]) * o;
+                }
+                err = std::max(err, std::fabs(ref - all[size_t(t * K + r)]));
+                ref_max = std::max(ref_max, std::fabs(ref));
+            }
+        }
+        const double rel = err / ref_max;
+        const bool ok = differ == 0 && rel < 0.03;
+        bad += !ok;
+        std::printf("%-60s %s err %.2g (bound 0.03), %d of 5 token sets not bit-equal to the 40-token product\n",
+                    (std::string("MOE_EXPERTS packed ") + dtype_name(tg) + "/" + dtype_name(td) + " T=1,2,13,40").c_str(),
+                    ok ? "ok " : "BAD", rel, differ);
+    }
+    return bad;
+}
+
 // F16/BF16 products on tensor cores (k_mma16.cu): the one-to-32-token kernel at 1, 3 and 20
 // tokens (and 3 from rows it cannot read 16 bytes at a time) must give the bits of the
 // 130-token tile kernel, three products of one input in one launch (3 and 40 tokens) the
@@ -287,7 +419,8 @@ int check_mma16_products() {
 
 int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products")
-        return check_products() + check_mma16_products();
+        return check_products() + check_mma16_products() + check_moe_packed();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {
@@ -370,7 +503,7 @@ int main() {
             run(r);
         }
     }
-    const int pb = check_products() + check_mma16_products();
-    std::printf("%d of %d checks failed\n", bad + pb, n + 5);
+    const int pb = check_products() + check_mma16_products() + check_moe_packed();
+    std::printf("%d of %d checks failed\n", bad + pb, n + 10);
     return bad + pb;
 }

@@ -33,6 +33,14 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
     g_bar->arrive_and_wait();
     return r;
 }
+template <class T> T __shfl_sync(unsigned, T v, int src) {
+    const unsigned t = threadIdx.x;
+    g_xchg[t] = double(v);
+    g_bar->arrive_and_wait();
+    const T r = T(g_xchg[(t & ~31u) | (unsigned(src) & 31u)]);
+    g_bar->arrive_and_wait();
+    return r;
+}
 template <class F, class... A> void emu_launch(dim3 grid, dim3 block, size_t, cudaStream_t, F f, A... args) {
     gridDim = grid; blockDim = block;
     for (unsigned z = 0; z < grid.z; ++z) for (unsigned y = 0; y < grid.y; ++y) for (unsigned x = 0; x < grid.x; ++x) {
@@ -79,6 +87,7 @@ struct int4 { int x, y, z, w; };
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 template <class T> T __ldg(const T* p) { return *p; }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline int __dp4a(int a, int b, int c) {  // four signed byte products added to c
     for (int i = 0; i < 4; ++i) c += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
     return c;

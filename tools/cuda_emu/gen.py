@@ -16,6 +16,7 @@ head = '''#include "emu.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "graph/graph.h"
+#include "placement/placement.h"
 #include "quant/quant.h"
 namespace glia::cuda {
 using std::isnan;
@@ -50,6 +51,10 @@ inline float warp_max(float v) { for (int o = 16; o > 0; o >>= 1) v = std::fmax(
 bool act_rounding(DType weight_type);
 void launch_act_round(DType weight_type, const char* x, int64_t nb1, int64_t nb2, int64_t K, int64_t n1, int64_t n2,
                       float* out, cudaStream_t s);
+void launch_experts_stack(const Tensor& w, const Tensor& x, const int32_t* ids, int n_used, float* out, float* xr,
+                          cudaStream_t s);
+void launch_experts_down(const Tensor& down, float* h, const int32_t* ids, int n_used, const float* weights, int64_t T,
+                         float* out, cudaStream_t s);
 // Programmatic dependent launch: the emulator runs launches one after another.
 inline void pdl_wait() {}
 inline void pdl_next() {}
@@ -70,11 +75,11 @@ def dyn_smem(s):
     return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
                      'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
 
-parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
+parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('glu.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
          dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
-    parts.append(body(f).replace('kThreads', 'kThreads_' + f.split('.')[0])
+    parts.append(dyn_smem(body(f)).replace('kThreads', 'kThreads_' + f.split('.')[0])
                  .replace('kWarps', 'kWarps_' + f.split('.')[0])
                  .replace('block_sum(', 'block_sum(' if f != 'k_mix.cu' else 'block_sum_mix('))
 txt = head + '\n'.join(parts)

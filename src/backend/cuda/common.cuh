@@ -100,7 +100,7 @@ void launch_binary(const Node& n, cudaStream_t s);   // ADD, MUL, SCALE, SOFTCAP
 void launch_rope(const Node& n, cudaStream_t s);
 // Two ROPE (or ROPE_FREQS) nodes of the same positions and parameters (q and k) in one
 // launch, each element as launch_rope computes it; m null: n alone.
-bool rope_pair_fusable(const Node& a, const Node& b);
+bool rope_pair_fusable(const Node& a, const Node& b, bool placed = true);
 void launch_rope_pair(const Node& n, const Node* m, cudaStream_t s);
 void launch_argmax(const Node& n, cudaStream_t s);  // ARGMAX, one block per row
 // Activations as the reference's products see them (k_gemv.cu). The reference converts each
@@ -133,8 +133,23 @@ inline size_t attention_smem_bytes(int64_t group, int64_t hd, int64_t hd_v) {
 constexpr size_t attention_max_smem() { return 160 * 1024; }
 bool matmul_type_supported(DType t);
 void launch_moe_route(const Node& n, cudaStream_t s);   // MOE_TOPK, MOE_WEIGHTS
+// Two RMS_NORMs of rows of one length (q and k norms) as one kernel (the same values).
+// `placed`: the tensors' memory is assigned (false: whether they would fuse if it allowed).
+bool norm_pair_fusable(const Node& a, const Node& b, bool placed = true);
+void launch_norm_pair(const Node& a, const Node& b, cudaStream_t s);
+// MOE_TOPK and the MOE_WEIGHTS of its selection as one kernel (the same values).
+bool moe_route_fusable(const Node& topk, const Node& weights, bool placed = true);
+void launch_moe_route_pair(const Node& topk, const Node& weights, cudaStream_t s);
 void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden);
 size_t moe_scratch_bytes(const Node& n);                 // the hidden rows launch_moe_experts needs
+// Stages of the expert products on stacks that are not packed, beside packed ones (k_mmvq.cu):
+// out[b] = W_{ids[b]} . x_{b / n_used} for every pair b (xr: x.ne[0] x T floats of scratch),
+// and out[t] = the sum over i in order of weight[t][i] * down_e . h[t n_used + i] (h: [pairs][F]
+// floats, rounded in place for the down type).
+void launch_experts_stack(const Tensor& w, const Tensor& x, const int32_t* ids, int n_used, float* out, float* xr,
+                          cudaStream_t s);
+void launch_experts_down(const Tensor& down, float* h, const int32_t* ids, int n_used, const float* weights, int64_t T,
+                         float* out, cudaStream_t s);
 void launch_shortconv(const Node& n, cudaStream_t s);
 bool rows_type_supported(DType t);
 // A residual ADD and the RMS_NORM of its result as one kernel (k_fused.cu).

@@ -79,12 +79,15 @@ bool view_of_packed(const Tensor* t) { return is_weight(t) && t->view_src && pac
 
 class CudaBackend;
 
-enum Pair : uint8_t { NONE = 0, ADD_NORM, ROPE_PAIR };
+enum Pair : uint8_t { NONE = 0, ADD_NORM, ROPE_PAIR, MOE_ROUTE, NORM_PAIR };
 
-// Which paired launch covers node a and the node after it, b (NONE: they launch apart).
-Pair pair_of(const Node& a, const Node& b) {
+// Which paired launch covers node a and the node after it, b (NONE: they launch apart);
+// placed = false: which would, memory allowing (launches_with_next).
+Pair pair_of(const Node& a, const Node& b, bool placed = true) {
     if (add_rms_norm_fusable(a, b)) return ADD_NORM;
-    if (rope_pair_fusable(a, b)) return ROPE_PAIR;
+    if (rope_pair_fusable(a, b, placed)) return ROPE_PAIR;
+    if (moe_route_fusable(a, b, placed)) return MOE_ROUTE;
+    if (norm_pair_fusable(a, b, placed)) return NORM_PAIR;
     return NONE;
 }
 
@@ -147,13 +150,21 @@ public:
     cudaStream_t stream() const { return stream_; }
 
     bool supports(const Node& n) const override { return supports_node(n); }
+    bool launches_with_next(const Node& a, const Node& b) const override { return fuse_ && pairs_with_next(a, b); }
     // Types, shapes and strides only (no device state): node_supported() answers it without a GPU.
     static bool supports_node(const Node& n) {
         const auto& s = n.src;
+        const bool experts = n.op == Op::MOE_EXPERTS || n.op == Op::MOE_EXPERTS_GLU;
         for (int i = 0; i < kMaxOperands; ++i) {
             if (view_of_packed(s[i])) return false;
+            if (experts && (i == MoeExpertsArg::GATE || i == MoeExpertsArg::UP || i == MoeExpertsArg::DOWN)) continue;
             if (packed_weight(s[i]) && !(i == 0 && (n.op == Op::MATMUL || n.op == Op::GET_ROWS))) return false;
         }
+        // Expert stacks, some packed: k_mmvq.cu (none: k_gemv.cu).
+        if (experts && (packed_weight(s[MoeExpertsArg::GATE]) || packed_weight(s[MoeExpertsArg::UP]) ||
+                        packed_weight(s[MoeExpertsArg::DOWN])))
+            return moe_packed_ok(n) && (n.op == Op::MOE_EXPERTS || n.p<GluParams>().kind == GluKind::SWIGLU ||
+                                        n.p<GluParams>().kind == GluKind::SITU);
         switch (n.op) {
             case Op::GET_ROWS:
                 return s[0] && rows_type_supported(s[0]->type) && s[0]->ne[0] % 32 == 0 && is(s[1], DType::I32);
@@ -179,8 +190,10 @@ public:
                        attention_smem_bytes(q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0], v->ne[0]) <=
                            attention_max_smem();
             }
-            case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous();
-            case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && s[0]->is_contiguous() && is(s[1], DType::I32);
+            // (a routing block's probabilities fit the default 48 KiB of shared memory)
+            case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous() && s[0]->ne[0] <= 3072;
+            case Op::MOE_WEIGHTS:
+                return is(s[0], DType::F32) && s[0]->is_contiguous() && s[0]->ne[0] <= 3072 && is(s[1], DType::I32);
             case Op::MOE_EXPERTS: return experts_ok(n);
             case Op::SHORTCONV: return is(s[0], DType::F32) && is(s[1], DType::F32) && is(s[2], DType::F32);
             case Op::COPY: return true;
@@ -357,7 +370,11 @@ public:
                 break;
             case Op::MOE_TOPK: case Op::MOE_WEIGHTS: launch_moe_route(n, stream_); break;
             case Op::MOE_EXPERTS: case Op::MOE_EXPERTS_GLU:
-                launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n)));
+                if (packed_weight(n.src[MoeExpertsArg::GATE]) || packed_weight(n.src[MoeExpertsArg::UP]) ||
+                    packed_weight(n.src[MoeExpertsArg::DOWN]))
+                    launch_moe_experts_packed(n, stream_, scratch(moe_packed_scratch_bytes(n)));
+                else
+                    launch_moe_experts(n, stream_, scratch(moe_scratch_bytes(n)));
                 break;
             case Op::SHORTCONV: launch_shortconv(n, stream_); break;
             case Op::MUL_BCAST: case Op::CONCAT: case Op::SITU: case Op::RES_MIX: launch_mix(n, stream_); break;
@@ -376,12 +393,14 @@ public:
     }
 
     // Two nodes in one launch: a residual ADD and the RMS_NORM of its result, the ROPE of q
-    // and of k.
+    // and of k, the norms of q and of k, a MoE selection and its weights.
     void launch_pair(Pair kind, const Node& a, const Node& b) {
         const char* what = "ADD+RMS_NORM";
         switch (kind) {
             case ADD_NORM: launch_add_rms_norm(a, b, stream_); break;
             case ROPE_PAIR: what = "ROPE x2"; launch_rope_pair(a, &b, stream_); break;
+            case MOE_ROUTE: what = "MOE_TOPK+MOE_WEIGHTS"; launch_moe_route_pair(a, b, stream_); break;
+            case NORM_PAIR: what = "RMS_NORM x2"; launch_norm_pair(a, b, stream_); break;
             default: fail(name_, ": no paired launch ", int(kind));
         }
         const cudaError_t err = cudaGetLastError();
@@ -591,6 +610,8 @@ std::unique_ptr<Backend> create_backend(int ordinal) { return std::make_unique<C
 bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
 bool launched_together(const Node& a, const Node& b) { return pair_of(a, b) != NONE; }
+
+bool pairs_with_next(const Node& a, const Node& b) { return pair_of(a, b, false) != NONE; }
 
 bool products_grouped(const Node& a, const Node& b) { return mma16_max_group() > 1 && mma16_fusable(a, b); }
 

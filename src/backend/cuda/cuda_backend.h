@@ -25,9 +25,11 @@ std::unique_ptr<Backend> create_backend(int ordinal);
 // device needed): the tests check every model's graph against it on machines without a GPU.
 bool node_supported(const Node& n);
 // Whether a segment launches node a and the node after it, b, as one kernel (ADD + RMS_NORM,
-// the RoPE of q and of k): only when the pair computes what the two launches would, which
+// the RoPE of q and of k, the norms of q and of k, a MoE selection and its weights): only when the pair computes what the two launches would, which
 // includes that neither writes where the other reads. No device needed.
 bool launched_together(const Node& a, const Node& b);
+// What the backend's launches_with_next() answers (the pairs above, memory aside).
+bool pairs_with_next(const Node& a, const Node& b);
 // Whether F16/BF16 products a (the group's first) and b run as one tensor-core launch: the
 // same input, weight type and K, 16-byte weight rows, and no output over the input. No
 // device needed.

@@ -17,10 +17,13 @@
 //                           the routing weight: the weighted sum in selection order, as the
 //                           CPU adds it (y = w_0 o_0, then y + w_k o_k).
 // Decode reads each selected expert's rows once; prefill reads them once per (token,
-// expert): the grouped tensor-core version is issue 12's.
+// expert). Packed stacks (Q4_K, Q6_K, Q8_0) take k_mmvq.cu's kernels instead, the pairs
+// sorted by expert on tensor cores for many tokens; a stack of another type beside packed
+// ones goes through launch_experts_stack / launch_experts_down here.
 #include <cuda_bf16.h>
 
 #include "dequant.cuh"
+#include "glu.cuh"
 #include "quant/quant.h"
 
 namespace glia::cuda {
@@ -44,12 +47,6 @@ struct Gemv {
     Epilogue epi;
     float beta, linear_beta;  // SITU
 };
-
-__device__ inline float situ(float g, float u, float beta, float linear_beta) {
-    const float a = beta * tanhf(g * (1.0f / beta));
-    const float sg = 1.0f / (1.0f + expf(-g));
-    return (a * sg) * (linear_beta * tanhf(u * (1.0f / linear_beta)));
-}
 
 template <DType D>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Gemv a) {
@@ -78,12 +75,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(Gemv a) {
     float* y = a.y + b * a.N + r;
     switch (a.epi) {
         case Epilogue::STORE: *y = total; break;
-        case Epilogue::SWIGLU: {
-            const float g = *y;
-            *y = g / (1.0f + expf(-g)) * total;
-            break;
-        }
-        case Epilogue::SITU: *y = situ(*y, total, a.beta, a.linear_beta); break;
+        case Epilogue::SWIGLU: *y = swiglu_value(*y, total); break;
+        case Epilogue::SITU: *y = situ_value(*y, total, a.beta, a.linear_beta); break;
     }
 }
 
@@ -305,17 +298,40 @@ void launch_moe_experts(const Node& n, cudaStream_t s, float* hidden) {
         gemv(a, w->type, B, s);
     }
     // 3: out[t] = sum over i in order of weight[t][i] * down_e . h[t * n_used + i].
+    launch_experts_down(down, hidden, ids, n_used, n.src[MoeExpertsArg::WEIGHTS]->ptr<float>(), T, n.out->ptr<float>(),
+                        s);
+}
+
+void launch_experts_stack(const Tensor& w, const Tensor& x, const int32_t* ids, int n_used, float* out, float* xr,
+                          cudaStream_t s) {
+    const int64_t K = x.ne[0], T = x.ne[1];
+    Gemv a = plain(w);
+    a.ids = ids;
+    a.x = static_cast<const char*>(x.data);
+    a.x_mod = n_used;  // b / n_used = the token
+    a.x_hi = int64_t(x.nb[1]);
+    if (act_rounding(w.type)) {
+        launch_act_round(w.type, static_cast<const char*>(x.data), int64_t(x.nb[1]), 0, K, T, 1, xr, s);
+        a.x = reinterpret_cast<const char*>(xr);
+        a.x_hi = K * int64_t(sizeof(float));
+    }
+    a.y = out;
+    gemv(a, w.type, T * n_used, s);
+}
+
+void launch_experts_down(const Tensor& down, float* h, const int32_t* ids, int n_used, const float* weights, int64_t T,
+                         float* out, cudaStream_t s) {
+    const int64_t F = down.ne[0], B = T * n_used;
     if (act_rounding(down.type))
-        launch_act_round(down.type, reinterpret_cast<const char*>(hidden), F * int64_t(sizeof(float)), 0, F, B, 1, hidden,
-                         s);
+        launch_act_round(down.type, reinterpret_cast<const char*>(h), F * int64_t(sizeof(float)), 0, F, B, 1, h, s);
     Gemv a = plain(down);
     a.nk = n_used;
     a.ids = ids;
-    a.x = reinterpret_cast<const char*>(hidden);
-    a.x_hi = int64_t(n_used) * gate.ne[1] * int64_t(sizeof(float));
-    a.x_k = gate.ne[1] * int64_t(sizeof(float));
-    a.scale = n.src[MoeExpertsArg::WEIGHTS]->ptr<float>();
-    a.y = n.out->ptr<float>();
+    a.x = reinterpret_cast<const char*>(h);
+    a.x_hi = int64_t(n_used) * F * int64_t(sizeof(float));
+    a.x_k = F * int64_t(sizeof(float));
+    a.scale = weights;
+    a.y = out;
     gemv(a, down.type, T, s);
 }
 

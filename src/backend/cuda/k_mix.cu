@@ -11,6 +11,7 @@
 //     reduction per stream for its sum of squares (in double, as the CPU) and its score,
 //     then one pass that mixes. Streams are few (one per block of layers).
 #include "strided.cuh"
+#include "glu.cuh"
 
 namespace glia::cuda {
 namespace {
@@ -44,10 +45,7 @@ __global__ void situ_kernel(View4 g, View4 u, float beta, float linear_beta, flo
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= n) return;
     const int64_t i0 = idx % g.ne[0], i1 = idx / g.ne[0];
-    const float gv = g.at(i0, i1), uv = u.at(i0, i1);
-    const float a = beta * tanhf(gv * (1.0f / beta));
-    const float sg = 1.0f / (1.0f + expf(-gv));
-    out[idx] = (a * sg) * (linear_beta * tanhf(uv * (1.0f / linear_beta)));
+    out[idx] = situ_value(g.at(i0, i1), u.at(i0, i1), beta, linear_beta);
 }
 
 // Sum over the block of v (T = float or double); the result on every thread. `part`: one

@@ -1,5 +1,5 @@
-// MATMUL on packed quantized weights (packed.cuh) with 8-bit activations, and GET_ROWS
-// from packed tables.
+// MATMUL on packed quantized weights (packed.cuh) with 8-bit activations, GET_ROWS from
+// packed tables, and the MoE expert products on packed stacks.
 //
 // The activations of each token are quantized once per product to int8 with the integer
 // sums of each 16 values and float scales (d = max|x| / 127) over the block size the
@@ -12,9 +12,18 @@
 // K is cut into segments that depend on K alone (one warp each); the segments' sums are
 // added in order. Every output is therefore the same sequence of float operations
 // whatever the number of tokens in the step: a batch changes no bits.
+//
+// MoE experts: each (token, selected expert) pair is a column of its expert's matrix. Few
+// pairs: the dp4a kernel, a block per (row group, pair). Many: the pairs sorted by expert
+// (moe_sort_kernel) and the tensor-core kernel over each expert's 64-pair tiles, reading
+// the expert's rows once for all of them. Either way a pair's outputs take the steps above,
+// so they too are the same bits whatever the batch; act(gate, up) is quantized for the
+// down products by one kernel, and the down products are added in selection order.
 #include <cstdlib>
 
 #include "dequant.cuh"
+#include "glu.cuh"
+#include "launch.cuh"
 #include "mma.cuh"
 #include "packed.cuh"
 
@@ -150,13 +159,11 @@ template <> struct Pk<DType::Q8_0> {
 // kernel and the dp4a kernel's own quantization (one token) both run this, so they agree
 // bit for bit. With hl, the sums also go there for the tensor cores as int8 parts v = 64 hi
 // + lo (lo in 0..63): 32 bytes, words hi(w), lo(w) for w = 0..3 (sums 4w .. 4w + 3).
+// quantize_vals256 takes the lane's 8 values (256 l .. + 8) from registers.
 template <int NS>
-__device__ __forceinline__ void quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, float* xd,
-                                                  int lane, uint8_t* hl = nullptr) {
+__device__ __forceinline__ void quantize_vals256(const float (&v)[8], int8_t* q8, int* xs, float* xd, int lane,
+                                                 uint8_t* hl) {
     static_assert(NS == 1 || NS == 8, "one scale per 256 or per 32 values");
-    const float4* xp = reinterpret_cast<const float4*>(x + lane * 8);
-    const float4 v0 = xp[0], v1 = xp[1];
-    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
@@ -187,6 +194,14 @@ __device__ __forceinline__ void quantize_block256(const float* __restrict__ x, i
         }
     }
     if (lane % (32 / NS) == 0) xd[lane / (32 / NS)] = amax / 127.0f;
+}
+template <int NS>
+__device__ __forceinline__ void quantize_block256(const float* __restrict__ x, int8_t* q8, int* xs, float* xd,
+                                                  int lane, uint8_t* hl = nullptr) {
+    const float4* xp = reinterpret_cast<const float4*>(x + lane * 8);
+    const float4 v0 = xp[0], v1 = xp[1];
+    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    quantize_vals256<NS>(v, q8, xs, xd, lane, hl);
 }
 
 // One warp per 256-value block of one token: int8 values, NS scales, sums of each 16.
@@ -224,15 +239,29 @@ struct MatSet {
     int64_t off[kMaxMats];
 };
 
+// MoE expert products (G kernels): the columns are (token, selected expert) pairs, each
+// multiplied by its own expert's matrix of a packed stack (packed.cuh).
+struct Gather {
+    const int32_t* ids;     // the expert of pair b
+    const int32_t* sorted;  // the pairs sorted by expert (tensor cores)
+    const int32_t* pos;     // [E + 1]: expert e's pairs are sorted[pos[e] .. pos[e + 1])
+    const int32_t* tiles;   // [E + 1]: its 64-pair tiles are the grid's x in [tiles[e], tiles[e + 1])
+    int n_exp;
+    int x_div;              // pair b reads activation row b / x_div
+    int64_t mat_groups;     // row groups of one expert's matrix
+};
+
 // Block: one warp per K segment, lane = row of the block's group; NT tokens per block.
 // With x32 (one token, NT = 1), each warp quantizes its own segment of x into shared
 // memory first (quantize_block256, as the separate kernel does) instead of reading xq/xd/xs.
-template <DType D, int NT>
-__global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __restrict__ xq,
+// G: the grid's y is a pair of ga (NT = 1), its expert's matrix and activation row.
+template <DType D, int NT, bool G = false>
+__global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const int8_t* __restrict__ xq,
                                                    const float* __restrict__ xd, const int* __restrict__ xs, int K,
                                                    int T, int sb_per_seg, const float* __restrict__ x32) {
     extern __shared__ float part[];
     constexpr int C = Pk<D>::C, NS = Pk<D>::NS;
+    static_assert(!G || NT == 1, "a pair a block column");
     pdl_next();
     int mi = 0;
 #pragma unroll
@@ -244,6 +273,14 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
     const int64_t g = int64_t(blockIdx.x) - ms.gstart[mi];
     const int t0 = blockIdx.y * NT;
     const int nsb = K >> 8;
+    int64_t xrow = t0;  // the activation row of column t0
+    if constexpr (G) {
+        pdl_wait();  // the pair's expert is the previous kernel's
+        const int64_t e = min(max(ga.ids[blockIdx.y], 0), ga.n_exp - 1);  // (a routing never gives others)
+        W += e * ga.mat_groups * nsb * C * 32;
+        if (side) side += e * ga.mat_groups * nsb * 32;
+        xrow = blockIdx.y / ga.x_div;
+    }
     const int j0 = seg * sb_per_seg, j1 = min(nsb, j0 + sb_per_seg);
     float acc[NT];
 #pragma unroll
@@ -300,7 +337,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, const int8_t* __re
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 if (t0 + t < T) {
-                    const int64_t tt = t0 + t;
+                    const int64_t tt = xrow + t;
                     Pk<D>::dot(w, sd, xq + tt * K + j * 256, xd + (tt * (K / 256) + j) * NS,
                                xs + tt * (K / 16) + j * 16, acc[t]);
                 }
@@ -618,8 +655,11 @@ struct MmqStage {
 // mmq_reduce_kernel to add in order, the dp4a kernel's order; with every segment in one
 // block (grid z = 1) it adds each segment's sum to its total in that same order itself.
 // Two stages: the copies of superblock j + 1 are in flight while superblock j is computed.
-template <DType D>
-__global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __restrict__ xq,
+// G: the grid's x is a tile of one expert's pairs (ga.tiles), whose activation rows and
+// output rows come from a table in shared memory (after the totals); every K segment in
+// the block.
+template <DType D, bool G = false>
+__global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, Gather ga, const int8_t* __restrict__ xq,
                                                      const float* __restrict__ xd, const uint32_t* __restrict__ xhl,
                                                      int K, int T, int sb_per_seg, int seg_per_block,
                                                      float* __restrict__ part) {
@@ -631,12 +671,36 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
     const int N = m.N, groups = (N + 31) / 32;
     const int4* __restrict__ W = m.W;
     const uint16_t* __restrict__ side = m.side;
-    const int t0 = blockIdx.x * 64;
+    int t0 = blockIdx.x * 64;
     const int nsb = K >> 8;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
 
     pdl_next();
+    int left = T - t0;  // tokens of this tile that exist (tokens past them read as zeros)
+    int* rows = reinterpret_cast<int*>(smem + 2 * St::kBytes + 128 * 32 * 4);  // G: [64] activation rows, [64] outputs
+    if constexpr (G) {
+        pdl_wait();  // the pairs' order is the previous kernel's
+        const int bx = int(blockIdx.x);
+        if (bx >= ga.tiles[ga.n_exp]) return;
+        int lo = 0, hi = ga.n_exp - 1;  // the expert e with tiles[e] <= bx < tiles[e + 1]
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (ga.tiles[mid] <= bx) lo = mid;
+            else hi = mid - 1;
+        }
+        const int first = ga.pos[lo] + (bx - ga.tiles[lo]) * 64;
+        left = min(64, ga.pos[lo + 1] - first);
+        if (tid < 64) {
+            const int p = tid < left ? ga.sorted[first + tid] : 0;
+            rows[tid] = p / ga.x_div;
+            rows[64 + tid] = p;
+        }
+        W += int64_t(lo) * ga.mat_groups * nsb * C * 32;
+        if (side) side += int64_t(lo) * ga.mat_groups * nsb * 32;
+        t0 = 0;
+        __syncthreads();
+    }
     // The weights' copies of a stage (no kernel writes them) and the activations' copies.
     // A thread copies the same pieces of every superblock: their offsets are set up once.
     const int64_t gstride = int64_t(nsb) * C * 32;  // int4 between the records of two row groups
@@ -663,32 +727,40 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
         }
     };
     // x: token (tid / 16) + 8k, 16-byte piece tid % 16; the sums: token tid / 2, half tid % 2;
-    // the scales: token tid (NS = 1) or (tid / 8) + 16k, scale tid % 8 (NS = 8).
-    const int left = T - t0;  // tokens of this tile that exist (tokens past them read as zeros)
-    const int8_t* __restrict__ xsrc = xq + int64_t(t0 + (tid >> 4)) * K + (tid & 15) * 16;
-    const uint32_t* __restrict__ hsrc = xhl + (int64_t(t0 + (tid >> 1)) * nsb) * 8 + (tid & 1) * 4;
+    // the scales: token tid (NS = 1) or (tid / 8) + 16k, scale tid % 8 (NS = 8). Row r of
+    // the tile reads activation row t0 + r (G: rows[r]).
+    auto xrow = [&](int r) -> int64_t {
+        if constexpr (G) return rows[r];
+        else return t0 + r;
+    };
+    const int8_t* __restrict__ xsrc = xq + (G ? 0 : xrow(tid >> 4) * K) + (tid & 15) * 16;
+    const uint32_t* __restrict__ hsrc = xhl + (G ? 0 : xrow(tid >> 1) * nsb * 8) + (tid & 1) * 4;
     const float* __restrict__ dsrc =
-        NS == 1 ? xd + int64_t(t0 + tid) * nsb : xd + int64_t(t0 + (tid >> 3)) * nsb * 8 + (tid & 7);
+        NS == 1 ? xd + (G ? 0 : xrow(tid) * nsb) : xd + (G ? 0 : xrow(tid >> 3) * nsb * 8) + (tid & 7);
     auto issue_x = [&](int stage, int j) {
         uint8_t* st = smem + stage * St::kBytes;
         uint8_t* xsm = st + St::kW + St::kSide + (tid >> 4) * kXRow + (tid & 15) * 16;
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
             const bool ok = (tid >> 4) + 8 * k < left;
-            cp_async16(xsm + 8 * k * kXRow, ok ? xsrc + int64_t(8 * k) * K + j * 256 : xq, ok);
+            const int64_t off = G ? xrow((tid >> 4) + 8 * k) * K : int64_t(8 * k) * K;
+            cp_async16(xsm + 8 * k * kXRow, ok ? xsrc + off + j * 256 : xq, ok);
         }
         if (D != DType::Q8_0) {  // Q8_0 has no use for the sums
             const bool ok = (tid >> 1) < left;
-            cp_async16(st + St::kW + St::kSide + St::kX + tid * 16, ok ? hsrc + j * 8 : xhl, ok);
+            const int64_t off = G ? xrow(tid >> 1) * nsb * 8 : 0;
+            cp_async16(st + St::kW + St::kSide + St::kX + tid * 16, ok ? hsrc + off + j * 8 : xhl, ok);
         }
         float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX + St::kHl);
         if (NS == 1) {
-            if (tid < 64) cp_async4(xdsm + tid, tid < left ? dsrc + j : xd, tid < left);
+            const int64_t off = G && tid < 64 ? xrow(tid) * nsb : 0;
+            if (tid < 64) cp_async4(xdsm + tid, tid < left ? dsrc + off + j : xd, tid < left);
         } else {
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 const bool ok = (tid >> 3) + 16 * k < left;
-                cp_async4(xdsm + tid + 128 * k, ok ? dsrc + (int64_t(16 * k) * nsb + j) * 8 : xd, ok);
+                const int64_t off = G ? xrow((tid >> 3) + 16 * k) * nsb * 8 : int64_t(16 * k) * nsb * 8;
+                cp_async4(xdsm + tid + 128 * k, ok ? dsrc + off + j * 8 : xd, ok);
             }
         }
     };
@@ -706,7 +778,7 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
             tot4[(mt * 4 + nt) * 128 + tid] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     if (jb < je) issue_w(0, jb);
-    pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
+    if constexpr (!G) pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
     if (jb < je) issue_x(0, jb);
     cp_async_commit();
     const int wm = warp & 1, wn = warp >> 1;
@@ -756,8 +828,8 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, const int8_t* __
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int64_t row = row0 + 16 * mt + 8 * (i >> 1);
-                const int tok = t0 + wn * 32 + nt * 8 + 2 * t.tig + (i & 1);
-                if (row < N && tok < T) out[int64_t(tok) * N + row] = tv[i];
+                const int tok = wn * 32 + nt * 8 + 2 * t.tig + (i & 1);
+                if (row < N && tok < left) out[int64_t(G ? rows[64 + tok] : t0 + tok) * N + row] = tv[i];
             }
         }
 }
@@ -828,6 +900,140 @@ __global__ void get_rows_packed_kernel(const int4* __restrict__ W, const uint16_
     for (int i = 0; i < 32; ++i) o[i] = y[i];
 }
 
+// MoE: the pairs sorted by expert (one block): each expert's count, its first pair and its
+// first 64-pair tile, then the pairs in their places. Their order within an expert does not
+// matter: a column's outputs do not depend on the other columns of its tile.
+__global__ void __launch_bounds__(1024) moe_sort_kernel(const int32_t* __restrict__ ids, int B, int E,
+                                                        int32_t* __restrict__ sorted, int32_t* __restrict__ pos,
+                                                        int32_t* __restrict__ tiles) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    int* cnt = reinterpret_cast<int*>(smem);
+    int* cur = cnt + E;
+    pdl_next();
+    pdl_wait();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int b = threadIdx.x; b < B; b += blockDim.x)
+        if (unsigned(ids[b]) < unsigned(E)) atomicAdd(&cnt[ids[b]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int p = 0, t = 0;
+        for (int e = 0; e < E; ++e) {
+            pos[e] = cur[e] = p;
+            tiles[e] = t;
+            p += cnt[e];
+            t += (cnt[e] + 63) / 64;
+        }
+        pos[E] = p;
+        tiles[E] = t;
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < B; b += blockDim.x)
+        if (unsigned(ids[b]) < unsigned(E)) sorted[atomicAdd(&cur[ids[b]], 1)] = b;
+}
+
+// MoE: h = act(gate, up) of every pair, quantized for the down product as the separate
+// quantizer does (a warp per 256 values).
+template <int NS>
+__global__ void moe_act_quantize_kernel(const float* __restrict__ gate, const float* __restrict__ up, int F, int B,
+                                        bool situ, float beta, float linear_beta, int8_t* __restrict__ xq,
+                                        float* __restrict__ xd, int* __restrict__ xs, uint32_t* __restrict__ xhl) {
+    pdl_next();
+    pdl_wait();
+    const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, nb = F / 256;
+    if (wid >= int64_t(B) * nb) return;
+    const int64_t b = wid / nb;
+    const int j = int(wid % nb);
+    const int64_t o = b * F + j * 256 + lane * 8;
+    const float4 g0 = *reinterpret_cast<const float4*>(gate + o), g1 = *reinterpret_cast<const float4*>(gate + o + 4);
+    const float4 u0 = *reinterpret_cast<const float4*>(up + o), u1 = *reinterpret_cast<const float4*>(up + o + 4);
+    const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = situ ? situ_value(g[i], u[i], beta, linear_beta) : swiglu_value(g[i], u[i]);
+    quantize_vals256<NS>(v, xq + b * F + j * 256, xs + b * (F / 16) + j * 16, xd + (b * nb + j) * NS, lane,
+                         xhl ? reinterpret_cast<uint8_t*>(xhl + (b * nb + j) * 8) : nullptr);
+}
+
+// MoE: h = act(gate, up) in place of gate, for a down stack that is not packed.
+__global__ void moe_act_kernel(float* __restrict__ gate, const float* __restrict__ up, int64_t n, bool situ, float beta,
+                               float linear_beta) {
+    pdl_next();
+    pdl_wait();
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) gate[i] = situ ? situ_value(gate[i], up[i], beta, linear_beta) : swiglu_value(gate[i], up[i]);
+}
+
+// MoE: out[t] = the sum over i, in selection order, of weight[t][i] * o[t n_used + i]
+// (y = w_0 o_0, then y + w_i o_i, each step rounded).
+__global__ void moe_combine_kernel(const float* __restrict__ o, const float* __restrict__ w, int n_used, int T,
+                                   int K, float* __restrict__ out, int64_t out_row) {
+    pdl_next();
+    pdl_wait();
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= int64_t(T) * K) return;
+    const int64_t t = i / K, k = i % K;
+    const float* wt = w + t * n_used;
+    const float* ot = o + t * n_used * K + k;
+    float y = __fmul_rn(wt[0], ot[0]);
+    for (int u = 1; u < n_used; ++u) y = __fadd_rn(y, __fmul_rn(wt[u], ot[int64_t(u) * K]));
+    out[t * out_row + k] = y;
+}
+
+// MoE, few pairs: the down products of one token's selected experts and their weighted sum
+// in one block (grid: row groups x tokens). Warp w takes pair w / nseg's segment w % nseg
+// (and w + warps, ... when there are more); each output then takes mmvq_kernel's steps
+// (the segment sums added in order from 0) and moe_combine_kernel's (y = w_0 o_0, then
+// y + w_i o_i): the bits of the two launches it replaces.
+template <DType D>
+__global__ void __launch_bounds__(512) moe_down_kernel(MatSet ms, Gather ga, const int8_t* __restrict__ xq,
+                                                       const float* __restrict__ xd, const int* __restrict__ xs, int K,
+                                                       int n_used, int sb_per_seg, int nseg,
+                                                       const float* __restrict__ weights, float* __restrict__ out,
+                                                       int64_t out_row) {
+    extern __shared__ float part[];  // [n_used * nseg][32]
+    constexpr int C = Pk<D>::C, NS = Pk<D>::NS;
+    pdl_next();
+    pdl_wait();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t g = blockIdx.x, t = blockIdx.y;
+    const int nsb = K >> 8;
+    for (int q = warp; q < n_used * nseg; q += nw) {
+        const int i = q / nseg, seg = q % nseg;
+        const int64_t b = t * n_used + i;
+        const int64_t e = min(max(ga.ids[b], 0), ga.n_exp - 1);
+        const int64_t base = (e * ga.mat_groups + g) * nsb;  // the pair's row group, in records
+        const int j0 = seg * sb_per_seg, j1 = min(nsb, j0 + sb_per_seg);
+        float acc = 0.0f;
+        for (int j = j0; j < j1; ++j) {
+            uint32_t w[4 * C];
+            const int4* rec = ms.W[0] + (base + j) * C * 32 + lane;
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                const int4 v = __ldg(rec + 32 * c);
+                w[4 * c] = uint32_t(v.x), w[4 * c + 1] = uint32_t(v.y), w[4 * c + 2] = uint32_t(v.z),
+                          w[4 * c + 3] = uint32_t(v.w);
+            }
+            const uint32_t sd = ms.side[0] ? uint32_t(__ldg(ms.side[0] + (base + j) * 32 + lane)) : 0u;
+            Pk<D>::dot(w, sd, xq + b * K + j * 256, xd + (b * nsb + j) * NS, xs + b * (K / 16) + j * 16, acc);
+        }
+        part[q * 32 + lane] = acc;
+    }
+    __syncthreads();
+    const int64_t row = g * 32 + lane;
+    if (warp != 0 || row >= ms.N[0]) return;
+    float y = 0.0f;
+    for (int i = 0; i < n_used; ++i) {
+        float o = 0.0f;
+        for (int q = 0; q < nseg; ++q) o = __fadd_rn(o, part[(i * nseg + q) * 32 + lane]);
+        const float wi = weights[t * n_used + i];
+        y = i == 0 ? __fmul_rn(wi, o) : __fadd_rn(y, __fmul_rn(wi, o));
+    }
+    out[t * out_row + row] = y;
+}
+
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 // K's segments: its superblocks, at least 2 a segment.
@@ -892,25 +1098,28 @@ int64_t row_tiles_of(const Node* const* nodes, int count) {
     return n;
 }
 
-template <DType D>
+template <DType D, bool G = false>
 void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, dim3 grid,
-                cudaStream_t s) {
-    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 128 * 32 * 4;  // + the totals
+                cudaStream_t s, const Gather& ga = Gather{}) {
+    // the stages, the totals, and (G) the tile's row table
+    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 128 * 32 * 4 + (G ? 128 * 4 : 0);
     static bool attr = [] {
-        return cudaFuncSetAttribute(mmq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
+        return cudaFuncSetAttribute(mmq_kernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+               cudaSuccess;
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
-    launch_pdl(mmq_kernel<D>, grid, dim3(128), size_t(bytes), s, mt, static_cast<const int8_t*>(q.q),
+    launch_pdl(mmq_kernel<D, G>, grid, dim3(128), size_t(bytes), s, mt, ga, static_cast<const int8_t*>(q.q),
                static_cast<const float*>(q.d), static_cast<const uint32_t*>(q.hl), K, T, sbs, spb, q.part);
 }
 
-template <DType D, int NT>
-void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr) {
+template <DType D, int NT, bool G = false>
+void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr,
+                 const Gather& ga = Gather{}) {
     const auto [nsb, sbs, nseg] = segments(K);
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
     if (x32) smem += size_t(nseg) * sbs * kSbBytes;
-    launch_pdl(mmvq_kernel<D, NT>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, static_cast<const int8_t*>(x.q),
+    launch_pdl(mmvq_kernel<D, NT, G>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, ga, static_cast<const int8_t*>(x.q),
                static_cast<const float*>(x.d), static_cast<const int*>(x.s), K, T, sbs, x32);
 }
 
@@ -922,11 +1131,241 @@ void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, 
     else launch_mmvq<D, 1>(ms, K, x, T, s, x32);
 }
 
+// MoE experts with packed stacks: the scratch's parts.
+struct MoeParts {
+    int64_t K, F, E, T, n_used, B;
+    bool sorted;  // tensor cores over the pairs sorted by expert
+};
+MoeParts moe_parts(const Node& n) {
+    const Tensor& gate = *n.src[MoeExpertsArg::GATE];
+    MoeParts p;
+    p.K = gate.ne[0];
+    p.F = gate.ne[1];
+    p.E = gate.ne[2];
+    p.T = n.src[MoeExpertsArg::X]->ne[1];
+    p.n_used = n.src[MoeExpertsArg::IDS]->ne[0];
+    p.B = p.T * p.n_used;
+    p.sorted = p.B >= moe_packed_min_pairs(p.E);
+    return p;
+}
+struct MoeScratch {
+    XQ x[2], h;            // the tokens' activations quantized for gate and up, the pairs' hidden ones
+    float *gate, *up, *o;  // per pair: gate and up products [B][F], down products [B][K]
+    float* xr;             // the tokens' activations rounded for a stack that is not packed
+    int32_t *sorted, *pos, *tiles;
+};
+// The parts in order, from base (nullptr: only their total size, returned).
+size_t moe_carve(const MoeParts& p, uint8_t* base, MoeScratch* m) {
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+        uint8_t* r = base ? base + at : nullptr;
+        at += align256(bytes);
+        return r;
+    };
+    uint8_t* x0 = take(xq_bytes(p.K, p.T));
+    uint8_t* x1 = take(xq_bytes(p.K, p.T));
+    uint8_t* h = take(xq_bytes(p.F, p.B));
+    float* g = reinterpret_cast<float*>(take(size_t(p.B * p.F) * 4));
+    float* u = reinterpret_cast<float*>(take(size_t(p.B * p.F) * 4));
+    float* o = reinterpret_cast<float*>(take(size_t(p.B * p.K) * 4));
+    float* xr = reinterpret_cast<float*>(take(size_t(p.T * p.K) * 4));
+    int32_t* so = reinterpret_cast<int32_t*>(take(size_t(p.B) * 4));
+    int32_t* po = reinterpret_cast<int32_t*>(take(size_t(p.E + 1) * 4));
+    int32_t* ti = reinterpret_cast<int32_t*>(take(size_t(p.E + 1) * 4));
+    if (m) *m = MoeScratch{{carve(x0, p.K, p.T), carve(x1, p.K, p.T)}, carve(h, p.F, p.B), g, u, o, xr, so, po, ti};
+    return at;
+}
+
+// One packed stack's MatSet entry m: its expert's rows N, packed data at w.data.
+void set_stack(MatSet& ms, int m, const Tensor& w, float* out, int rows_per_block) {
+    const PackedShape ps = packed_shape(w);
+    ms.W[m] = static_cast<const int4*>(w.data);
+    ms.side[m] = w.type == DType::Q6_K
+                     ? reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.data) + ps.main_bytes())
+                     : nullptr;
+    ms.out[m] = out;
+    ms.N[m] = int(w.ne[1]);
+    ms.gstart[m + 1] = ms.gstart[m] + int((w.ne[1] + rows_per_block - 1) / rows_per_block);
+}
+
+// The products of packed stacks of one type D (one, or gate and up in one launch) for
+// every pair: out[b][r] = W_{ids[b]}[r] . x(b / x_div).
+template <DType D>
+void moe_products(const Tensor* const* ws, float* const* outs, int count, const XQ& x, int K, const MoeParts& p,
+                  const Gather& ga0, cudaStream_t s) {
+    Gather ga = ga0;
+    ga.mat_groups = ws[0]->ne[1] / 32;
+    MatSet ms{};
+    ms.n = count;
+    const KSplit sg = segments(K);
+    if (p.sorted) {
+        for (int m = 0; m < count; ++m) set_stack(ms, m, *ws[m], outs[m], 64);
+        // the sum over experts of ceil(pairs / 64) is at most B / 64 + the experts with a pair
+        const dim3 grid(unsigned(p.B / 64 + std::min(p.E, p.B)), unsigned(ms.gstart[count]), 1);
+        launch_mmq<D, true>(ms, x, K, int(p.B), sg.per, sg.nseg, grid, s, ga);
+    } else {
+        for (int m = 0; m < count; ++m) set_stack(ms, m, *ws[m], outs[m], 32);
+        launch_mmvq<D, 1, true>(ms, K, x, int(p.B), s, nullptr, ga);
+    }
+}
+void moe_products_t(const Tensor* const* ws, float* const* outs, int count, const XQ& x, int K, const MoeParts& p,
+                    const Gather& ga, cudaStream_t s) {
+    switch (ws[0]->type) {
+        case DType::Q4_K: moe_products<DType::Q4_K>(ws, outs, count, x, K, p, ga, s); break;
+        case DType::Q6_K: moe_products<DType::Q6_K>(ws, outs, count, x, K, p, ga, s); break;
+        case DType::Q8_0: moe_products<DType::Q8_0>(ws, outs, count, x, K, p, ga, s); break;
+        default: fail("cuda: no packed expert product for ", dtype_name(ws[0]->type));
+    }
+}
+
+template <DType D>
+void moe_down(const Tensor& down, const XQ& h, int F, const MoeParts& p, const Gather& ga0, const float* weights,
+              float* out, int64_t out_row, cudaStream_t s) {
+    Gather ga = ga0;
+    ga.mat_groups = down.ne[1] / 32;
+    MatSet ms{};
+    ms.n = 1;
+    set_stack(ms, 0, down, out, 32);
+    const KSplit sg = segments(F);
+    const int jobs = int(p.n_used) * sg.nseg, warps = std::min(jobs, 16);
+    launch_pdl(moe_down_kernel<D>, dim3(unsigned(ms.gstart[1]), unsigned(p.T)), dim3(unsigned(32 * warps)),
+               size_t(jobs) * 32 * 4, s, ms, ga, static_cast<const int8_t*>(h.q), static_cast<const float*>(h.d),
+               static_cast<const int*>(h.s), F, int(p.n_used), sg.per, sg.nseg, weights, out, out_row);
+}
+void moe_down_t(const Tensor& down, const XQ& h, int F, const MoeParts& p, const Gather& ga, const float* weights,
+                float* out, int64_t out_row, cudaStream_t s) {
+    switch (down.type) {
+        case DType::Q4_K: moe_down<DType::Q4_K>(down, h, F, p, ga, weights, out, out_row, s); break;
+        case DType::Q6_K: moe_down<DType::Q6_K>(down, h, F, p, ga, weights, out, out_row, s); break;
+        case DType::Q8_0: moe_down<DType::Q8_0>(down, h, F, p, ga, weights, out, out_row, s); break;
+        default: fail("cuda: no packed expert product for ", dtype_name(down.type));
+    }
+}
+
+// rows of x (float, x_row apart) quantized for packed weights of type t (hl: with the sums'
+// hi / lo words for the tensor cores).
+void quantize_for(DType t, const float* x, int64_t x_row, int64_t K, int64_t rows, const XQ& q, bool hl, cudaStream_t s) {
+    const bool q80 = t == DType::Q8_0;
+    const int64_t threads = rows * (K / 256) * 32;
+    launch_pdl(q80 ? quantize_x_kernel<8> : quantize_x_kernel<1>, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, s,
+               x, x_row, int(K), int(rows), q.q, q.d, q.s, hl && !q80 ? q.hl : nullptr);
+}
+
 }  // namespace
+
+// Pairs from which the expert products run on tensor cores over the pairs sorted by
+// expert: from 8 a expert on average. Below that the dp4a kernel, which reads an expert's
+// matrix once per pair (from L2 when shared), measured faster (bench/LOG.md session 9:
+// qwen3-30b-a3b shapes, 512 pairs of 128 experts: 7,581 against 6,451 generated t/s).
+// GLIA_MOE_MMQ_MIN overrides; the same bits either way.
+int64_t moe_packed_min_pairs(int64_t n_exp) {
+    static const int64_t v = [] {
+        const char* e = std::getenv("GLIA_MOE_MMQ_MIN");
+        return e && *e ? int64_t(std::max(1, std::atoi(e))) : int64_t(0);
+    }();
+    return v ? v : 8 * n_exp;
+}
+
+// A stack the expert path takes as it is: packed, or one the float kernels dequantize.
+bool stack_ok(const Tensor& w) {
+    return packable(w) || (experts_type_supported(w.type) && w.ne[0] % 32 == 0 && experts_shape_supported(w.ne[0], w.ne[1]));
+}
+
+bool moe_packed_ok(const Node& n) {
+    const Tensor* x = n.src[MoeExpertsArg::X];
+    const Tensor* g = n.src[MoeExpertsArg::GATE];
+    const Tensor* u = n.src[MoeExpertsArg::UP];
+    const Tensor* d = n.src[MoeExpertsArg::DOWN];
+    const Tensor* ids = n.src[MoeExpertsArg::IDS];
+    const Tensor* w = n.src[MoeExpertsArg::WEIGHTS];
+    if (!x || !g || !u || !d || !ids || !w || !stack_ok(*g) || !stack_ok(*u) || !stack_ok(*d)) return false;
+    return x->type == DType::F32 && x->is_contiguous() && x->ne[0] == g->ne[0] && g->ne[0] == u->ne[0] &&
+           g->ne[1] == u->ne[1] && g->ne[2] == u->ne[2] && d->ne[0] == g->ne[1] && d->ne[1] == g->ne[0] &&
+           d->ne[2] == g->ne[2] && ids->type == DType::I32 && ids->is_contiguous() && w->type == DType::F32 &&
+           w->is_contiguous() && ids->ne[1] == x->ne[1] && g->ne[2] <= 4096 && n.out->is_contiguous();
+}
+
+size_t moe_packed_scratch_bytes(const Node& n) { return moe_carve(moe_parts(n), nullptr, nullptr); }
+
+void launch_moe_experts_packed(const Node& n, cudaStream_t s, void* scratch) {
+    const Tensor& x = *n.src[MoeExpertsArg::X];
+    const Tensor* gate = n.src[MoeExpertsArg::GATE];
+    const Tensor* up = n.src[MoeExpertsArg::UP];
+    const Tensor* down = n.src[MoeExpertsArg::DOWN];
+    const int32_t* ids = n.src[MoeExpertsArg::IDS]->ptr<int32_t>();
+    const float* weights = n.src[MoeExpertsArg::WEIGHTS]->ptr<float>();
+    const MoeParts p = moe_parts(n);
+    MoeScratch m;
+    moe_carve(p, static_cast<uint8_t*>(scratch), &m);
+    bool situ = false;
+    float beta = 1.0f, linear_beta = 1.0f;
+    if (n.op == Op::MOE_EXPERTS_GLU) {
+        const GluParams& gp = n.p<GluParams>();
+        if (gp.kind != GluKind::SWIGLU && gp.kind != GluKind::SITU) fail("cuda: moe_experts_glu: no kernel for this activation");
+        situ = gp.kind == GluKind::SITU;
+        beta = gp.beta;
+        linear_beta = gp.linear_beta;
+    }
+    const bool pg = packable(*gate), pu = packable(*up), pd = packable(*down);
+    if (p.sorted && (pg || pu || pd))
+        launch_pdl(moe_sort_kernel, dim3(1), dim3(1024), size_t(2 * p.E) * 4, s, ids, int(p.B), int(p.E), m.sorted,
+                   m.pos, m.tiles);
+    Gather ga{ids, m.sorted, m.pos, m.tiles, int(p.E), int(p.n_used), 0};
+    // 1: gate and up products of every pair (one launch when both are packed alike).
+    const float* x32 = x.ptr<float>();
+    if (pg && pu && gate->type == up->type) {
+        quantize_for(gate->type, x32, p.K, p.K, p.T, m.x[0], p.sorted, s);
+        const Tensor* gu[2] = {gate, up};
+        float* gu_out[2] = {m.gate, m.up};
+        moe_products_t(gu, gu_out, 2, m.x[0], int(p.K), p, ga, s);
+    } else {
+        for (int i = 0; i < 2; ++i) {
+            const Tensor* w = i ? up : gate;
+            float* out = i ? m.up : m.gate;
+            if (!packable(*w)) {
+                launch_experts_stack(*w, x, ids, int(p.n_used), out, m.xr, s);
+                continue;
+            }
+            quantize_for(w->type, x32, p.K, p.K, p.T, m.x[i], p.sorted, s);
+            moe_products_t(&w, &out, 1, m.x[i], int(p.K), p, ga, s);
+        }
+    }
+    // 2-3: h = act(gate, up), then the down products added in selection order.
+    if (!pd) {
+        const int64_t nh = p.B * p.F;
+        launch_pdl(moe_act_kernel, dim3(unsigned((nh + 255) / 256)), dim3(256), 0, s, m.gate,
+                   static_cast<const float*>(m.up), nh, situ, beta, linear_beta);
+        launch_experts_down(*down, m.gate, ids, int(p.n_used), weights, p.T, n.out->ptr<float>(), s);
+        return;
+    }
+    const bool d80 = down->type == DType::Q8_0;
+    const int64_t hthreads = p.B * (p.F / 256) * 32;
+    launch_pdl(d80 ? moe_act_quantize_kernel<8> : moe_act_quantize_kernel<1>, dim3(unsigned((hthreads + 255) / 256)),
+               dim3(256), 0, s, static_cast<const float*>(m.gate), static_cast<const float*>(m.up), int(p.F),
+               int(p.B), situ, beta, linear_beta, m.h.q, m.h.d, m.h.s, p.sorted && !d80 ? m.h.hl : nullptr);
+    ga.x_div = 1;
+    if (!p.sorted) {  // the down products and their sum in one launch
+        moe_down_t(*down, m.h, int(p.F), p, ga, weights, n.out->ptr<float>(), int64_t(n.out->nb[1] / 4), s);
+        return;
+    }
+    float* dn_out = m.o;
+    moe_products_t(&down, &dn_out, 1, m.h, int(p.F), p, ga, s);
+    const int64_t outs = p.T * p.K;
+    launch_pdl(moe_combine_kernel, dim3(unsigned((outs + 255) / 256)), dim3(256), 0, s, static_cast<const float*>(m.o),
+               weights, int(p.n_used), int(p.T), int(p.K), n.out->ptr<float>(), int64_t(n.out->nb[1] / 4));
+}
 
 bool packing_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("GLIA_CUDA_PACK");
+        return !(e && *e == '0');
+    }();
+    return on;
+}
+
+bool expert_packing_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_MOE_PACK");
         return !(e && *e == '0');
     }();
     return on;

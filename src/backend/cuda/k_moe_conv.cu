@@ -1,11 +1,12 @@
 // Mixture-of-experts routing and the short convolution, first versions.
-//   MOE_TOPK / MOE_WEIGHTS: one thread per token over the router logits (n_expert is small:
-//     8..256), softmax in float with the max subtracted, selection by probability with ties
-//     to the lower id, exactly the CPU's rule.
+//   MOE_TOPK / MOE_WEIGHTS: one warp per token over the router logits, softmax in float
+//     with the max subtracted (the sum in double in expert order), selection by probability
+//     with ties to the lower id, the CPU's rule.
 //   MOE_GATHER_WEIGHTS: one thread per token picks the selected experts' probabilities
 //     (computed elsewhere: sigmoid routers) and divides by their sum, clamped below at the
 //     smallest normal f16 as the reference does.
-//   (The expert products, MOE_EXPERTS and MOE_EXPERTS_GLU, are in k_gemv.cu.)
+//   (The expert products, MOE_EXPERTS and MOE_EXPERTS_GLU, are in k_gemv.cu and, on packed
+//   stacks, k_mmvq.cu.)
 //   SHORTCONV: one thread per channel walks the batch's tokens in order, carrying the
 //     sequence's window in the state tensor.
 #include "common.cuh"
@@ -13,34 +14,65 @@
 namespace glia::cuda {
 namespace {
 
+// A warp per token: its lanes' experts (e = lane, lane + 32, ...) get their probabilities in
+// shared memory (the sum of the exponentials in double, in expert order, by lane 0 as the
+// CPU adds it); each selection round takes the warp's best not yet taken (the highest
+// probability, ties to the lower id) and marks it taken. With ids_out and w_out (MOE_TOPK
+// and the MOE_WEIGHTS of its selection in one launch) the selected probabilities are the
+// weights, as MOE_WEIGHTS computes them.
 __global__ void moe_route_kernel(const float* logits, int64_t n_exp, int64_t T, int n_used, const int32_t* ids_in,
                                  bool norm, int32_t* ids_out, float* w_out) {
-    const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    extern __shared__ float part[];  // [warps][n_exp]
+    pdl_next();
+    pdl_wait();
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const int64_t t = int64_t(blockIdx.x) * (blockDim.x >> 5) + wib;
     if (t >= T) return;
+    float* p = part + wib * n_exp;
     const float* l = logits + t * n_exp;
     float mx = -INFINITY;
-    for (int64_t e = 0; e < n_exp; ++e) mx = fmaxf(mx, l[e]);
-    double sum = 0;
-    for (int64_t e = 0; e < n_exp; ++e) sum += expf(l[e] - mx);
-    const float inv = float(1.0 / sum);
-    auto prob = [&](int64_t e) { return expf(l[e] - mx) * inv; };
+    for (int64_t e = lane; e < n_exp; e += 32) mx = fmaxf(mx, l[e]);
+    mx = warp_max(mx);
+    for (int64_t e = lane; e < n_exp; e += 32) p[e] = expf(l[e] - mx);
+    __syncwarp();
+    float inv = 0.0f;
+    if (lane == 0) {
+        double sum = 0;
+        for (int64_t e = 0; e < n_exp; ++e) sum += p[e];
+        inv = float(1.0 / sum);
+    }
+    inv = __shfl_sync(0xffffffffu, inv, 0);
+    for (int64_t e = lane; e < n_exp; e += 32) p[e] *= inv;
+    __syncwarp();
     if (ids_out) {
-        // Selection: n_used passes, each the best not yet taken (ties to the lower id).
+        float ws = 0.0f;
         for (int k = 0; k < n_used; ++k) {
+            float bp = -1.0f;  // taken experts hold -2
             int best = -1;
-            float bp = -1.0f;
-            for (int64_t e = 0; e < n_exp; ++e) {
-                bool taken = false;
-                for (int j = 0; j < k; ++j) taken |= ids_out[t * n_used + j] == e;
-                const float pe = prob(e);
-                if (!taken && pe > bp) bp = pe, best = int(e);
+            for (int64_t e = lane; e < n_exp; e += 32)
+                if (p[e] > bp) bp = p[e], best = int(e);
+            for (int o = 16; o > 0; o >>= 1) {
+                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                const int oe = __shfl_xor_sync(0xffffffffu, best, o);
+                if (op > bp || (op == bp && oe < best)) bp = op, best = oe;
             }
-            ids_out[t * n_used + k] = best;
+            if (lane == 0) {
+                ids_out[t * n_used + k] = best;
+                if (w_out) ws += (w_out[t * n_used + k] = bp);
+            }
+            if (best >= 0 && lane == (best & 31)) p[best] = -2.0f;
+            __syncwarp();
         }
+        if (w_out && norm && lane == 0)
+            for (int k = 0; k < n_used; ++k) w_out[t * n_used + k] /= ws;
         return;
     }
+    if (lane != 0) return;
     float ws = 0;
-    for (int k = 0; k < n_used; ++k) ws += (w_out[t * n_used + k] = prob(ids_in[t * n_used + k]));
+    for (int k = 0; k < n_used; ++k) {
+        const int32_t e = ids_in[t * n_used + k];
+        ws += (w_out[t * n_used + k] = e >= 0 && e < n_exp ? p[e] : 0.0f);
+    }
     if (norm)
         for (int k = 0; k < n_used; ++k) w_out[t * n_used + k] /= ws;
 }
@@ -80,14 +112,38 @@ void launch_moe_route(const Node& n, cudaStream_t s) {
     const Tensor& l = *n.src[0];
     const int64_t T = l.ne[1];
     const MoeParams& mp = n.p<MoeParams>();
-    const unsigned blocks = unsigned((T + 127) / 128);
+    const int warps = 4;  // tokens a block
+    const dim3 blocks(unsigned((T + warps - 1) / warps));
+    const size_t smem = size_t(warps) * size_t(l.ne[0]) * sizeof(float);
     if (n.op == Op::MOE_TOPK)
-        moe_route_kernel<<<blocks, 128, 0, s>>>(l.ptr<float>(), l.ne[0], T, mp.n_used, nullptr, false,
-                                                n.out->ptr<int32_t>(), nullptr);
+        launch_pdl(moe_route_kernel, blocks, dim3(32 * warps), smem, s, l.ptr<float>(), l.ne[0], T, mp.n_used,
+                   static_cast<const int32_t*>(nullptr), false, n.out->ptr<int32_t>(), static_cast<float*>(nullptr));
     else
-        moe_route_kernel<<<blocks, 128, 0, s>>>(l.ptr<float>(), l.ne[0], T, mp.n_used,
-                                                n.src[MoeWeightsArg::IDS]->ptr<int32_t>(), mp.norm_weights, nullptr,
-                                                n.out->ptr<float>());
+        launch_pdl(moe_route_kernel, blocks, dim3(32 * warps), smem, s, l.ptr<float>(), l.ne[0], T, mp.n_used,
+                   static_cast<const int32_t*>(n.src[MoeWeightsArg::IDS]->ptr<int32_t>()), bool(mp.norm_weights),
+                   static_cast<int32_t*>(nullptr), n.out->ptr<float>());
+}
+
+bool moe_route_fusable(const Node& topk, const Node& w, bool placed) {
+    if (topk.op != Op::MOE_TOPK || w.op != Op::MOE_WEIGHTS) return false;
+    const Tensor& l = *topk.src[MoeTopkArg::LOGITS];
+    const Tensor& l2 = *w.src[MoeWeightsArg::LOGITS];
+    const Tensor& ids = *w.src[MoeWeightsArg::IDS];
+    if (l2.ne[0] != l.ne[0] || l2.ne[1] != l.ne[1] || w.p<MoeParams>().n_used != topk.p<MoeParams>().n_used)
+        return false;
+    if (!placed) return w.src[MoeWeightsArg::LOGITS]->root() == l.root() && ids.root() == topk.out->root();
+    return l2.data == l.data && ids.data == topk.out->data && !overlaps(*topk.out, l) && !overlaps(*w.out, l) &&
+           !overlaps(*w.out, *topk.out);
+}
+
+void launch_moe_route_pair(const Node& topk, const Node& w, cudaStream_t s) {
+    const Tensor& l = *topk.src[MoeTopkArg::LOGITS];
+    const int64_t T = l.ne[1];
+    const int warps = 4;
+    launch_pdl(moe_route_kernel, dim3(unsigned((T + warps - 1) / warps)), dim3(32 * warps),
+               size_t(warps) * size_t(l.ne[0]) * sizeof(float), s, l.ptr<float>(), l.ne[0], T,
+               topk.p<MoeParams>().n_used, static_cast<const int32_t*>(nullptr), bool(w.p<MoeParams>().norm_weights),
+               topk.out->ptr<int32_t>(), w.out->ptr<float>());
 }
 
 void launch_moe_gather_weights(const Node& n, cudaStream_t s) {

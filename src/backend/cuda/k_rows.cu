@@ -34,10 +34,8 @@ __global__ void rms_norm_kernel(Rows x, const float* w, float eps, float* out, i
 }
 
 // The same with float4 chunks (norm_threads(ne0) threads; ne0 % 4 == 0, 16-byte rows).
-__global__ void __launch_bounds__(1024) rms_norm4_kernel(Rows x, const float* w, float eps, float* out, int64_t ne0) {
-    pdl_next();
-    pdl_wait();
-    const int64_t r = blockIdx.x, i1 = r % x.ne1, i2 = r / x.ne1, n4 = ne0 / 4;
+__device__ __forceinline__ void rms_norm4_row(Rows x, const float* w, float eps, float* out, int64_t ne0, int64_t r) {
+    const int64_t i1 = r % x.ne1, i2 = r / x.ne1, n4 = ne0 / 4;
     const float4* xr = reinterpret_cast<const float4*>(x.f(i1, i2));
     const int bd = blockDim.x;
     float ss = 0;
@@ -49,6 +47,26 @@ __global__ void __launch_bounds__(1024) rms_norm4_kernel(Rows x, const float* w,
         for (int k = 0; k < 4; ++k) ss = sumsq4(ss, v[k]);
     }
     norm_write4(xr, rsqrtf(block_sum(ss) / float(ne0) + eps), w, out + r * ne0, n4);
+}
+__global__ void __launch_bounds__(1024) rms_norm4_kernel(Rows x, const float* w, float eps, float* out, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
+    rms_norm4_row(x, w, eps, out, ne0, blockIdx.x);
+}
+// Two norms of rows of one length in one launch (q and k norms): blocks [0, rows_a) take
+// a's rows, the rest b's; each row as rms_norm4_kernel computes it.
+struct NormJob {
+    Rows x;
+    const float* w;
+    float* out;
+    int64_t rows;
+};
+__global__ void __launch_bounds__(1024) rms_norm4_pair_kernel(NormJob a, NormJob b, float eps, int64_t ne0) {
+    pdl_next();
+    pdl_wait();
+    const int64_t r = blockIdx.x;
+    if (r < a.rows) rms_norm4_row(a.x, a.w, eps, a.out, ne0, r);
+    else rms_norm4_row(b.x, b.w, eps, b.out, ne0, r - a.rows);
 }
 
 __device__ inline float gelu_ref(float x) {
@@ -136,13 +154,43 @@ void launch_get_rows(const Node& n, cudaStream_t s) {
                                                      ids.ptr<int32_t>(), n.out->ptr<float>(), E)));
 }
 
+namespace {
+// Rows the float4 kernel takes (16-byte rows, output and weights).
+bool norm_vec(const Node& n) {
+    const Tensor* w = n.src[NormArg::W];
+    return rows16(*n.src[NormArg::X]) && aligned16(n.out->data) && (!w || aligned16(w->data));
+}
+NormJob norm_job(const Node& n) {
+    const Tensor& x = *n.src[NormArg::X];
+    const Tensor* w = n.src[NormArg::W];
+    return NormJob{Rows::of(x), w ? w->ptr<float>() : nullptr, n.out->ptr<float>(), x.ne[1] * x.ne[2]};
+}
+}  // namespace
+
 void launch_rms_norm(const Node& n, cudaStream_t s) {
     const Tensor& x = *n.src[NormArg::X];
     const Tensor* w = n.src[NormArg::W];
     const int64_t rows = x.ne[1] * x.ne[2];
-    const bool vec = rows16(x) && aligned16(n.out->data) && (!w || aligned16(w->data));
+    const bool vec = norm_vec(n);
     launch_pdl(vec ? rms_norm4_kernel : rms_norm_kernel, dim3(unsigned(rows)), dim3(vec ? norm_threads(x.ne[0]) : 256),
                0, s, Rows::of(x), w ? w->ptr<float>() : nullptr, n.p<NormParams>().eps, n.out->ptr<float>(), x.ne[0]);
+}
+
+bool norm_pair_fusable(const Node& a, const Node& b, bool placed) {
+    if (a.op != Op::RMS_NORM || b.op != Op::RMS_NORM) return false;
+    const Tensor& xa = *a.src[NormArg::X];
+    const Tensor& xb = *b.src[NormArg::X];
+    if (xa.ne[0] != xb.ne[0] || xa.ne[3] != 1 || xb.ne[3] != 1 || a.p<NormParams>().eps != b.p<NormParams>().eps)
+        return false;
+    if (!placed) return true;
+    return norm_vec(a) && norm_vec(b) && !overlaps(*b.out, xa) && !overlaps(*a.out, xb) && !overlaps(*a.out, *b.out);
+}
+
+void launch_norm_pair(const Node& a, const Node& b, cudaStream_t s) {
+    const NormJob ja = norm_job(a), jb = norm_job(b);
+    const int64_t ne0 = a.src[NormArg::X]->ne[0];
+    launch_pdl(rms_norm4_pair_kernel, dim3(unsigned(ja.rows + jb.rows)), dim3(norm_threads(ne0)), 0, s, ja, jb,
+               a.p<NormParams>().eps, ne0);
 }
 
 void launch_binary(const Node& n, cudaStream_t s) {
@@ -206,7 +254,7 @@ void launch_argmax(const Node& n, cudaStream_t s) {
                n.out->ptr<int32_t>());
 }
 
-bool rope_pair_fusable(const Node& a, const Node& b) {
+bool rope_pair_fusable(const Node& a, const Node& b, bool placed) {
     if (a.op != b.op || (a.op != Op::ROPE && a.op != Op::ROPE_FREQS)) return false;
     const Tensor& xa = *a.src[RopeArg::X];
     const Tensor& xb = *b.src[RopeArg::X];
@@ -216,9 +264,10 @@ bool rope_pair_fusable(const Node& a, const Node& b) {
            (a.op == Op::ROPE || a.src[RopeFreqsArg::FREQS] == b.src[RopeFreqsArg::FREQS]) &&
            pa.type == pb.type && pa.n_dims == pb.n_dims &&
            pa.freq_base == pb.freq_base && pa.freq_scale == pb.freq_scale &&
-           // Both run at once: neither may write where the other reads (the arena may give k's
-           // output the memory of q's input once the separate kernels would be done with it).
-           !overlaps(*b.out, xa) && !overlaps(*a.out, xb) && !overlaps(*a.out, *b.out);
+           // Both run at once: neither may write where the other reads (the arena gives k's
+           // output the memory of q's input once the separate kernels would be done with it,
+           // unless the memory plan knows they run together: launches_with_next).
+           (!placed || (!overlaps(*b.out, xa) && !overlaps(*a.out, xb) && !overlaps(*a.out, *b.out)));
 }
 
 void launch_rope_pair(const Node& n, const Node* m, cudaStream_t s) {

@@ -11,8 +11,11 @@
 //   Q8_0  C = 17: the eight blocks' qs[32] one after another, then their eight f16 d.
 // Rows past N (the last group) are zero. The matmul kernels accumulate every output in
 // one fixed order that depends on K alone (k_mmvq.cu), so a batch changes no bits.
+// A stack of MoE expert matrices [K, F, E] (F a multiple of 32) packs as one matrix of
+// F x E rows: expert e's row groups are F / 32 consecutive groups from e F / 32.
 #pragma once
 #include "common.cuh"
+#include "placement/placement.h"
 
 namespace glia::cuda {
 
@@ -26,13 +29,20 @@ inline int packed_chunks(DType t) {
 }
 
 // GLIA_CUDA_PACK=0: no packed weights (every product on the float-activation kernel of
-// k_matmul.cu), for bisecting the 8-bit activation path.
+// k_matmul.cu), for bisecting the 8-bit activation path. GLIA_MOE_PACK=0: no packed
+// expert stacks (their products on k_gemv.cu's float kernels).
 bool packing_enabled();
+bool expert_packing_enabled();
 
-// A weight this backend keeps packed: a whole 2-D tensor of a packed type, K a multiple of 256.
+// A weight this backend keeps packed: a whole tensor of a packed type, K a multiple of 256,
+// either 2-D or a stack of MoE experts (by its GGUF name, as the placement tells them)
+// whose matrices are whole row groups.
 inline bool packable(const Tensor& w) {
-    return packed_chunks(w.type) > 0 && !w.view_src && w.ne[0] % 256 == 0 && w.ne[2] == 1 && w.ne[3] == 1 &&
-           w.is_contiguous() && packing_enabled();
+    if (packed_chunks(w.type) == 0 || w.view_src || w.ne[0] % 256 != 0 || w.ne[3] != 1 || !w.is_contiguous() ||
+        !packing_enabled())
+        return false;
+    return w.ne[2] == 1 ||
+           (w.ne[1] % 32 == 0 && expert_packing_enabled() && tensor_site(w.name).role == SiteRole::EXPERT);
 }
 
 struct PackedShape {
@@ -45,7 +55,7 @@ struct PackedShape {
 inline PackedShape packed_shape(const Tensor& w) {
     PackedShape s;
     s.K = w.ne[0];
-    s.N = w.ne[1];
+    s.N = w.ne[1] * w.ne[2];
     s.groups = (s.N + 31) / 32;
     s.nsb = s.K / 256;
     s.chunks = packed_chunks(w.type);
@@ -63,5 +73,15 @@ bool matmul_packed_fusable(const Node& a, const Node& b);
 int matmul_packed_max_group();
 size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count);
 void launch_get_rows_packed(const Node& n, cudaStream_t s);
+
+// MOE_EXPERTS / MOE_EXPERTS_GLU with packed stacks among gate, up and down (k_mmvq.cu; the
+// others on the float kernels of k_gemv.cu): the packed products on the packed kernels,
+// each (token, selected expert) pair a column of its expert's matrix; from
+// moe_packed_min_pairs() pairs, the pairs sorted by expert and each expert's matrix read
+// once for all of its pairs (tensor cores), with the same bits.
+bool moe_packed_ok(const Node& n);
+int64_t moe_packed_min_pairs(int64_t n_exp);
+size_t moe_packed_scratch_bytes(const Node& n);
+void launch_moe_experts_packed(const Node& n, cudaStream_t s, void* scratch);
 
 }  // namespace glia::cuda
