@@ -84,6 +84,11 @@ enum Pair : uint8_t { NONE = 0, ADD_NORM, ROPE_PAIR, MOE_ROUTE, NORM_PAIR };
 // Which paired launch covers node a and the node after it, b (NONE: they launch apart);
 // placed = false: which would, memory allowing (launches_with_next).
 Pair pair_of(const Node& a, const Node& b, bool placed = true) {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_CUDA_PAIRS");  // 0: every node its own launch (bisecting)
+        return !(e && *e == '0');
+    }();
+    if (!on) return NONE;
     if (add_rms_norm_fusable(a, b)) return ADD_NORM;
     if (rope_pair_fusable(a, b, placed)) return ROPE_PAIR;
     if (moe_route_fusable(a, b, placed)) return MOE_ROUTE;
