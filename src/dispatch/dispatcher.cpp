@@ -156,8 +156,10 @@ std::unique_ptr<DispatchPlan> Dispatcher::compile(Graph& g) {
     for (int j = 0; j + 1 < n_exec; ++j) {
         const Node& a = plan->exec[j].node;
         const Node& b = plan->exec[j + 1].node;
-        const int d = loc.at(a.out);
-        if (a.op == Op::COPY || b.op == Op::COPY || loc.at(b.out) != d || !backends_[d]->launches_with_next(a, b))
+        if (a.op == Op::COPY || b.op == Op::COPY) continue;
+        const auto la = loc.find(a.out), lb = loc.find(b.out);
+        if (la == loc.end() || lb == loc.end() || la->second != lb->second ||
+            !backends_[la->second]->launches_with_next(a, b))
             continue;
         auto extend = [&](const Tensor* t) {
             if (!t || t->root()->role != TensorRole::ACTIVATION) return;

@@ -1282,7 +1282,8 @@ bool moe_packed_ok(const Node& n) {
     return x->type == DType::F32 && x->is_contiguous() && x->ne[0] == g->ne[0] && g->ne[0] == u->ne[0] &&
            g->ne[1] == u->ne[1] && g->ne[2] == u->ne[2] && d->ne[0] == g->ne[1] && d->ne[1] == g->ne[0] &&
            d->ne[2] == g->ne[2] && ids->type == DType::I32 && ids->is_contiguous() && w->type == DType::F32 &&
-           w->is_contiguous() && ids->ne[1] == x->ne[1] && g->ne[2] <= 4096 && n.out->is_contiguous();
+           w->is_contiguous() && ids->ne[1] == x->ne[1] && n.out->is_contiguous() &&
+           g->ne[2] <= 4096;  // the sort kernel's counts and cursors in 32 KB of shared memory
 }
 
 size_t moe_packed_scratch_bytes(const Node& n) { return moe_carve(moe_parts(n), nullptr, nullptr); }
