@@ -66,12 +66,13 @@ public:
             execv(cargv[0], cargv.data());
             _exit(127);
         }
-        // The port is printed once the socket is bound.
+        // The port is printed once the socket is bound (the line ends with a newline).
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (std::chrono::steady_clock::now() < until) {
             const std::string l = log();
+            // Only a whole line: read while the server writes it, the port may be cut short.
             const auto at = l.find("listening on http://127.0.0.1:");
-            if (at != std::string::npos) {
+            if (at != std::string::npos && l.find('\n', at) != std::string::npos) {
                 port_ = std::atoi(l.c_str() + at + std::strlen("listening on http://127.0.0.1:"));
                 break;
             }
