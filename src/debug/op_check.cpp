@@ -484,6 +484,22 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
         }
         r.max_err = got.type == DType::I32 ? max_diff : max_diff / std::max(max_ref, 1e-30);
         r.ok = r.max_err <= r.tolerance;
+        if (s.op == Op::MATMUL && T > 1) {
+            // The first and the last token alone: the same bits as in the batch.
+            const Tensor& x = *g.nodes().back().src[MatmulArg::X];
+            for (const int64_t tk : {int64_t(0), T - 1}) {
+                Graph g1;
+                Tensor* x1 = g1.new_input(DType::F32, K, 1, 1, 1, "x");
+                std::memcpy(x1->data, static_cast<const uint8_t*>(x.data) + tk * x.nb[1], size_t(K) * 4);
+                g1.set_output(g1.matmul(weights[0], x1));
+                Dispatcher d1(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
+                auto plan1 = d1.compile(g1);
+                const Tensor& one = d1.run(*plan1);
+                ++r.alone_checked;
+                r.alone_equal += std::memcmp(one.data, got.ptr<float>() + tk * N, size_t(N) * 4) == 0;
+            }
+            r.ok = r.ok && r.alone_equal == r.alone_checked;
+        }
         Timer timer(s.op);
         for (int i = 0; i < reps; ++i) d.run(*plan, &timer);
         std::sort(timer.times.begin(), timer.times.end());

@@ -35,6 +35,19 @@ TEST(OpCheck, MatmulEveryTypeDecodeAndPrefill) {
             expect_ok(spec(Op::MATMUL, 256, 96, T, t));
 }
 
+// A product of several tokens also runs its first and last token alone, and counts the
+// bit-equal ones (a batch may change no token's bits).
+TEST(OpCheck, MatmulTokensAloneAreCheckedForTheSameBits) {
+    for (DType t : {DType::F16, DType::Q4_K}) {
+        const OpCheck one = check_op(cpu_backend(2), spec(Op::MATMUL, 256, 96, 1, t), 1);
+        EXPECT_EQ(one.alone_checked, 0);
+        const OpCheck many = check_op(cpu_backend(2), spec(Op::MATMUL, 256, 96, 40, t), 1);
+        EXPECT_EQ(many.alone_checked, 2) << many.label;
+        EXPECT_EQ(many.alone_equal, 2) << many.label;
+        EXPECT_TRUE(many.ok) << many.label;
+    }
+}
+
 TEST(OpCheck, RowOpsAndEmbeddings) {
     for (int64_t T : {1, 7}) {
         for (Op op : {Op::RMS_NORM, Op::ADD, Op::MUL, Op::SCALE, Op::SOFTCAP, Op::SWIGLU, Op::GEGLU, Op::SHORTCONV})

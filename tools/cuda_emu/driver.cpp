@@ -421,6 +421,7 @@ int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products")
         return check_products() + check_mma16_products() + check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {

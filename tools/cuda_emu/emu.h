@@ -97,10 +97,15 @@ inline int __dp4a(int a, int b, int c) {  // four signed byte products added to 
 inline void __syncwarp() { g_bar->arrive_and_wait(); }
 // The device runtime's queries, as a GPU of GLIA_EMU_SMS multiprocessors (default 132).
 using cudaError_t = int;
-constexpr int cudaSuccess = 0, cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaDevAttrMultiProcessorCount = 16;
+constexpr int cudaSuccess = 0, cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaDevAttrMultiProcessorCount = 16,
+              cudaDevAttrComputeCapabilityMajor = 75;
 template <class F> int cudaFuncSetAttribute(F, int, int) { return cudaSuccess; }
 inline int cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
-inline int cudaDeviceGetAttribute(int* v, int, int) {
+inline int cudaDeviceGetAttribute(int* v, int attr, int) {
+    if (attr == cudaDevAttrComputeCapabilityMajor) {  // an H100/H200
+        *v = 9;
+        return cudaSuccess;
+    }
     const char* e = std::getenv("GLIA_EMU_SMS");
     *v = e && *e ? std::atoi(e) : 132;
     return cudaSuccess;
@@ -193,4 +198,56 @@ inline void mma_h16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32
     }
     g_wbar->arrive_and_wait();
     for (int i = 0; i < 4; ++i) d[i] = r[i];
+}
+
+// wgmma (warpgroup products, A from registers, B from shared memory through a descriptor).
+// The descriptor here is the byte offset into the dynamic shared memory and the two strides
+// (the device's holds the shared address and the strides in 16-byte units); B is read as
+// the device is documented to read it: value (k, n) of core matrix (n / 8, k / 8) at start
+// + (n / 8) * sbo + (k / 8) * lbo + 16 (n % 8) + 2 (k % 8). Each output is the mma.sync
+// emulation's chain (fused multiply-adds from d in k order). Every thread of the block
+// calls it at once (both warpgroups), so the block barrier stands in for the warpgroup's.
+inline uint64_t smem_desc(const void* start, uint32_t lbo, uint32_t sbo) {
+    const uint64_t off = uint64_t(static_cast<const char*>(start) - g_dyn.data());
+    return off | (uint64_t(lbo) << 24) | (uint64_t(sbo) << 44);
+}
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N> void wgmma_wait() {}
+inline void fence_proxy_async() {}
+inline void keep_reg(uint32_t&) {}
+inline void keep_reg(float&) {}
+inline std::vector<uint32_t> g_wg_a(1024 * 4);
+template <bool bf16, int N>
+inline void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {
+    const int th = int(threadIdx.x), wg_base = th & ~127, lane = th & 31, g = lane >> 2, tig = lane & 3;
+    uint32_t* me = &g_wg_a[size_t(th) * 4];
+    me[0] = a0, me[1] = a1, me[2] = a2, me[3] = a3;
+    g_bar->arrive_and_wait();
+    auto val = [](uint32_t w, int k) {
+        const uint16_t h = uint16_t(k % 2 ? w >> 16 : w & 0xffffu);
+        return bf16 ? glia::bf16_to_f32(h) : glia::f16_to_f32(h);
+    };
+    const int warp_base = th & ~31;
+    auto A = [&](int row, int k) {  // row of this warp's 16
+        return val(g_wg_a[size_t(warp_base + (row % 8) * 4 + (k % 8) / 2) * 4 + (row >= 8) + 2 * (k >= 8)], k);
+    };
+    const char* start = g_dyn.data() + (desc & 0xffffffu);
+    const uint64_t lbo = (desc >> 24) & 0xfffffu, sbo = desc >> 44;
+    auto B = [&](int k, int n) {
+        uint16_t h;
+        std::memcpy(&h, start + (n / 8) * sbo + (k / 8) * lbo + 16 * (n % 8) + 2 * (k % 8), 2);
+        return bf16 ? glia::bf16_to_f32(h) : glia::f16_to_f32(h);
+    };
+    (void)wg_base;
+    float r[N / 2];
+    for (int i = 0; i < N / 8; ++i)
+        for (int c = 0; c < 4; ++c) {
+            const int row = g + 8 * (c >> 1), col = 8 * i + 2 * tig + (c & 1);
+            float s = d[4 * i + c];
+            for (int k = 0; k < 16; ++k) s = std::fma(A(row, k), B(k, col), s);
+            r[4 * i + c] = s;
+        }
+    g_bar->arrive_and_wait();
+    for (int i = 0; i < N / 2; ++i) d[i] = r[i];
 }

@@ -12,7 +12,8 @@ def body(f):
     s = s.replace('#include <cuda_bf16.h>\n', '')
     return s.replace('#pragma once\n', '')
 
-head = '''#include "emu.h"
+head = '''#define GLIA_CUDA_SM90A 1
+#include "emu.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "graph/graph.h"

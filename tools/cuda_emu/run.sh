@@ -4,7 +4,9 @@
 # and runs them through the op harness against the scalar references; the packed products at
 # 1, 3, 40 and 130 tokens and three grouped in one launch for bit equality (with the
 # tensor-core kernel's split and whole-K paths: GLIA_EMU_SMS), and the F16/BF16 tensor-core
-# products at 1, 3, 20 and 130 tokens and grouped by input. Needs build/libglia_lib.a (a
+# products at 1, 3, 20 and 130 tokens and grouped by input (the many-token products on the
+# mma.sync tile kernel and, GLIA_MMA16_WGMMA=1, on warpgroup instructions: wgmma emulated
+# with B read through its descriptor as documented). Needs build/libglia_lib.a (a
 # CUDA build) and takes about 3 minutes on 2 cores (a thread per CUDA thread). What it
 # cannot show: speed, register or shared-memory limits, races between warps. Usage: tools/cuda_emu/run.sh [BUILD_DIR]
 set -euo pipefail
@@ -21,4 +23,6 @@ status=0
 "$work/driver" || status=1
 echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
 GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
+echo "== F16/BF16 products, the warpgroup (wgmma) kernel for many tokens (GLIA_MMA16_WGMMA=1)"
+GLIA_MMA16_WGMMA=1 GLIA_EMU_ONLY=mma16 "$work/driver" || status=1
 exit $status

@@ -229,7 +229,8 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
     if (!json) {
         std::printf("bench-ops --ops: device %s, shape %s, %d cached positions, median of %d runs\n", b.name(),
                     dims->name, n_past, reps);
-        std::printf("| op | max err | bound | ok | us | GB/s | GFLOP/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        std::printf("| op | max err | bound | ok | us | GB/s | GFLOP/s | alone |\n"
+                    "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |\n");
     }
     int failed = 0;
     for (int64_t T : tokens)
@@ -244,19 +245,23 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
                 w.key("supported").value(c.supported).key("max_err").value(c.max_err, 4);
                 w.key("bound").value(c.tolerance, 4).key("ok").value(c.ok);
                 w.key("us").value(c.seconds * 1e6, 6).key("gbps").value(gbps, 6).key("gflops").value(gflops, 6);
+                if (c.alone_checked) w.key("alone_checked").value(c.alone_checked).key("alone_equal").value(c.alone_equal);
                 w.end_object();
             } else if (!c.supported) {
-                std::printf("| %s | | | unsupported (runs on the CPU) | | | |\n", c.label.c_str());
+                std::printf("| %s | | | unsupported (runs on the CPU) | | | | |\n", c.label.c_str());
             } else {
-                std::printf("| %s | %.2g | %.2g | %s | %.1f | %.1f | %.1f |\n", c.label.c_str(), c.max_err,
-                            c.tolerance, c.ok ? "yes" : "NO", c.seconds * 1e6, gbps, gflops);
+                char alone[32] = "";
+                if (c.alone_checked) std::snprintf(alone, sizeof alone, "%d/%d equal", c.alone_equal, c.alone_checked);
+                std::printf("| %s | %.2g | %.2g | %s | %.1f | %.1f | %.1f | %s |\n", c.label.c_str(), c.max_err,
+                            c.tolerance, c.ok ? "yes" : "NO", c.seconds * 1e6, gbps, gflops, alone);
                 std::fflush(stdout);
             }
         }
     w.end_array();
     if (json) std::printf("%s\n", w.str().c_str());
     else std::printf("max err: max |ours - reference| / max |reference| (ids: count of differences); GB/s: operand and "
-                     "output bytes / time; GFLOP/s: arithmetic / time.\n");
+                     "output bytes / time; GFLOP/s: arithmetic / time; alone: products of T > 1 tokens, the first and "
+                     "the last token run alone, bit-equal to the batch (required for ok).\n");
     return failed ? 1 : 0;
 }
 

@@ -16,7 +16,8 @@
 // The one-to-32-token kernel (a warp per segment, weights straight from global memory into
 // fragments), the one-to-eight-token streaming kernel (below) and the many-token kernel
 // (tiles of 128 rows x 64 tokens staged in shared memory by cp.async) all follow it, so a
-// batch changes no bits; which one runs depends on speed alone. Products of one input
+// batch changes no bits; which one runs depends on speed alone. GLIA_MMA16_WGMMA=1: many
+// tokens on warpgroup instructions instead (mma16_wg_kernel: the same bits, measured slower). Products of one input
 // (q/k/v, gate/up) share a launch (Mats16).
 //
 // One to eight tokens (decode) are bound by the weights' bandwidth: an SM needs ~25 KB of
@@ -37,6 +38,7 @@
 // one-to-32-token kernel runs whatever the setting.
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "common.cuh"
 #include "mma.cuh"
@@ -402,20 +404,152 @@ __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const 
             }
 }
 
+// Many tokens on sm_90a: the tile kernel's tiles (128 rows x BN tokens, steps of 32 values
+// staged by cp.async kStages ahead) multiplied by warpgroup instructions (wgmma): two
+// warpgroups of 64 rows, A (the weights) from shared memory into registers in mma.sync's
+// layout, B (the tokens) read by the instruction from shared memory. The bits are the tile
+// kernel's if each instruction sees the values mma.sync sees in each k position: A's
+// registers are the same, and x is staged permuted (round_h16_kernel<perm>: position 8c +
+// 2t + e of each 32 holds value 8t + 2c + e), so that 16-byte piece c of a step is what
+// mma.sync's B fragment registers hold in k order (mma 1: pieces 0, 1; mma 2: 2, 3). Each
+// step: its two products issued, the previous step's awaited (its stage and A registers are
+// then free), the next stage's copies issued and the next A loaded while these run; a
+// segment's end waits for its last products before adding the sums to the totals.
+template <bool bf16, int BN>
+__global__ void __launch_bounds__(256, 1) mma16_wg_kernel(Mats16 ms, const uint16_t* __restrict__ xh, int T, int K,
+                                                         int cps) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int kThreads = 256, kStageBytes = stage_bytes<BN>();
+    pdl_next();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const Mat16 mt = mat_of(ms, blockIdx.y);
+    const int N = mt.N;
+    const uint8_t* __restrict__ w = mt.w;
+    float* __restrict__ out = mt.out;
+    const int64_t w_row = ms.w_row;
+    const int n0 = blockIdx.x * BN, r0 = (int(blockIdx.y) - mt.first) * kBM;
+    const int steps = K / 32;
+    // Weight piece c: row c / 4, values 8 (c % 4) .. + 8, at byte 16 c of the stage (64-byte
+    // rows). Token piece c: token n = c / 4, piece q = c % 4, in core matrix (n / 8, q): byte
+    // kBM * 64 + (4 (n / 8) + q) * 128 + 16 (n % 8).
+    constexpr int kWp = kBM * 4 / kThreads, kXp = BN * 4 / kThreads;
+    const uint8_t* wsrc[kWp];
+    const uint16_t* xsrc[kXp];
+    int xdst[kXp];
+    bool wok[kWp], xok[kXp];
+#pragma unroll
+    for (int i = 0; i < kWp; ++i) {
+        const int c = tid + kThreads * i, row = c >> 2;
+        wok[i] = r0 + row < N;
+        wsrc[i] = w + int64_t(wok[i] ? r0 + row : 0) * w_row + (c & 3) * 16;
+    }
+#pragma unroll
+    for (int i = 0; i < kXp; ++i) {
+        const int c = tid + kThreads * i, n = c >> 2, q = c & 3;
+        xok[i] = n0 + n < T;
+        xsrc[i] = xh + int64_t(xok[i] ? n0 + n : 0) * K + q * 8;
+        xdst[i] = kBM * 64 + ((n >> 3) * 4 + q) * 128 + (n & 7) * 16;
+    }
+    auto load = [&](int j, int stage) {
+        uint8_t* st = smem + stage * kStageBytes;
+#pragma unroll
+        for (int i = 0; i < kWp; ++i) cp_async16(st + (tid + kThreads * i) * 16, wsrc[i] + int64_t(j) * 64, wok[i]);
+#pragma unroll
+        for (int i = 0; i < kXp; ++i) cp_async16(st + xdst[i], xsrc[i] + int64_t(j) * 32, xok[i]);
+    };
+    float acc[BN / 2], tot[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = tot[i] = 0.0f;
+    const int arow = (warp * 16 + g) * 64 + t * 16;  // this lane's A piece: row 16 warp + g, values 8t ..
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < steps) load(s, s);
+        cp_async_commit();
+    }
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async();
+    __syncthreads();
+    uint4 wa[2], wb[2];
+    wa[0] = *reinterpret_cast<const uint4*>(smem + arow);
+    wb[0] = *reinterpret_cast<const uint4*>(smem + arow + 8 * 64);
+    int left = cps, stage = 0;
+    // Step j with its A in wa[P], wb[P] (P = j % 2, a constant: registers are not indexed).
+    auto step = [&](int j, auto P) {
+        constexpr int p = decltype(P)::value;
+        const uint8_t* xs = smem + stage * kStageBytes + kBM * 64;
+        wgmma_fence();
+        wgmma_rs<bf16, BN>(acc, wa[p].x, wb[p].x, wa[p].y, wb[p].y, smem_desc(xs, 128, 512));
+        wgmma_rs<bf16, BN>(acc, wa[p].z, wb[p].z, wa[p].w, wb[p].w, smem_desc(xs + 256, 128, 512));
+        wgmma_commit();
+        if (--left == 0 || j + 1 == steps) {  // a segment ends: add its sums in order
+            left = cps;
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) {
+                keep_reg(acc[i]);
+                tot[i] = __fadd_rn(tot[i], acc[i]);
+                acc[i] = 0.0f;
+            }
+        } else {
+            wgmma_wait<1>();  // step j - 1's products are done
+        }
+        keep_reg(wa[1 - p].x), keep_reg(wa[1 - p].y), keep_reg(wa[1 - p].z), keep_reg(wa[1 - p].w);
+        keep_reg(wb[1 - p].x), keep_reg(wb[1 - p].y), keep_reg(wb[1 - p].z), keep_reg(wb[1 - p].w);
+        stage = stage + 1 == kStages ? 0 : stage + 1;
+        if (j + 1 < steps) {
+            cp_async_wait<kStages - 3>();  // step j + 1's stage has arrived (this thread's copies) ...
+            fence_proxy_async();
+            __syncthreads();  // ... every thread's; step j - 1's stage is free in both warpgroups
+            const int ahead = j + kStages - 1;  // into step j - 1's stage
+            const int into = stage + kStages - 2 < kStages ? stage + kStages - 2 : stage - 2;
+            if (ahead < steps) load(ahead, into);
+            cp_async_commit();
+            const uint8_t* sn = smem + stage * kStageBytes + arow;
+            wa[1 - p] = *reinterpret_cast<const uint4*>(sn);
+            wb[1 - p] = *reinterpret_cast<const uint4*>(sn + 8 * 64);
+        }
+    };
+    int j = 0;
+    for (; j + 1 < steps; j += 2) {
+        step(j, std::integral_constant<int, 0>());
+        step(j + 1, std::integral_constant<int, 1>());
+    }
+    if (j < steps) step(j, std::integral_constant<int, 0>());
+    wgmma_wait<0>();  // (the last step waited already: this tells the assembler so)
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int row = r0 + warp * 16 + g + 8 * (c >> 1), tk = n0 + 8 * i + 2 * t + (c & 1);
+            if (row < N && tk < T) out[int64_t(tk) * N + row] = tot[4 * i + c];
+        }
+}
+
 // x rows as 16-bit values (K apart), a thread per 8 values.
-template <bool bf16>
+// perm: each 32 values permuted for the warpgroup kernel (position 8c + 2t + e holds value
+// 8t + 2c + e).
+template <bool bf16, bool perm>
 __global__ void round_h16_kernel(const float* __restrict__ x, int64_t x_row, int K, int T, uint16_t* __restrict__ xh) {
     pdl_next();
     pdl_wait();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, per_row = K / 8;
     if (i >= per_row * T) return;
     const int64_t tk = i / per_row, k = (i % per_row) * 8;
-    const float* p = x + tk * x_row + k;
     uint4 v;
-    v.x = pack_h2<bf16>(p[0], p[1]);
-    v.y = pack_h2<bf16>(p[2], p[3]);
-    v.z = pack_h2<bf16>(p[4], p[5]);
-    v.w = pack_h2<bf16>(p[6], p[7]);
+    if constexpr (perm) {
+        const float* p = x + tk * x_row + (k & ~int64_t(31)) + 2 * ((k >> 3) & 3);
+        v.x = pack_h2<bf16>(p[0], p[1]);
+        v.y = pack_h2<bf16>(p[8], p[9]);
+        v.z = pack_h2<bf16>(p[16], p[17]);
+        v.w = pack_h2<bf16>(p[24], p[25]);
+    } else {
+        const float* p = x + tk * x_row + k;
+        v.x = pack_h2<bf16>(p[0], p[1]);
+        v.y = pack_h2<bf16>(p[2], p[3]);
+        v.z = pack_h2<bf16>(p[4], p[5]);
+        v.w = pack_h2<bf16>(p[6], p[7]);
+    }
     *reinterpret_cast<uint4*>(xh + tk * K + k) = v;
 }
 
@@ -457,6 +591,24 @@ int sm_count() {
     return v;
 }
 
+// The warpgroup kernel for many tokens, with GLIA_MMA16_WGMMA=1 on a GPU of compute
+// capability 9.0 when the build has sm_90a machine code (GLIA_CUDA_SM90A). Not the default:
+// measured slower than the tile kernel (bench/LOG.md session 10: llama3-8b F16 pp512 9,819
+// against 10,568), with the same bits (bench-ops' alone column, sampled text, goldens).
+bool wgmma_usable() {
+    static const bool v = [] {
+#if !defined(GLIA_CUDA_SM90A)
+        return false;  // built without sm_90a machine code
+#endif
+        const char* e = std::getenv("GLIA_MMA16_WGMMA");
+        if (!(e && *e == '1')) return false;
+        int dev = 0, major = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+    }();
+    return v;
+}
+
 // Tokens of a many-token block (GLIA_MMA16_BN: 64 or 128; the same bits).
 int tile_tokens() {
     static const int v = [] {
@@ -492,6 +644,19 @@ void launch_tile(const Mats16& ms, int K, int T, const uint16_t* xh, cudaStream_
     if (ms.start[ms.n] > 65535) fail("cuda: ", ms.start[ms.n], " row tiles of 128 in one F16/BF16 product (65535 at most)");
     const dim3 grid(unsigned((T + BN - 1) / BN), unsigned(ms.start[ms.n]));
     launch_pdl(mma16_tile_kernel<bf16, BN>, grid, dim3(BN * 2), size_t(smem), s, ms, xh, T, K, split_of(K).per);
+}
+
+template <bool bf16, int BN>
+void launch_wg(const Mats16& ms, int K, int T, const uint16_t* xh, cudaStream_t s) {
+    constexpr int smem = tile_smem<BN>();
+    static const bool attr = [] {
+        return cudaFuncSetAttribute(mma16_wg_kernel<bf16, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) ==
+               cudaSuccess;
+    }();
+    if (!attr) fail("cuda: the F16/BF16 warpgroup product needs ", smem, " bytes of shared memory per block");
+    if (ms.start[ms.n] > 65535) fail("cuda: ", ms.start[ms.n], " row tiles of 128 in one F16/BF16 product (65535 at most)");
+    const dim3 grid(unsigned((T + BN - 1) / BN), unsigned(ms.start[ms.n]));
+    launch_pdl(mma16_wg_kernel<bf16, BN>, grid, dim3(256), size_t(smem), s, ms, xh, T, K, split_of(K).per);
 }
 
 template <bool bf16, int NT>
@@ -551,10 +716,17 @@ void launch_mma16_t(const Node* const* nodes, int count, cudaStream_t s, void* s
     const float* x32 = x.ptr<float>();
     const int64_t x_row = int64_t(x.nb[1] / 4);
     const bool x16 = (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 && x.nb[1] % 16 == 0;
-    const bool tile = T >= tile_min_tokens();
-    if (tile || !x16) {  // the tile kernel, or rows the kernel cannot read 16 bytes at a time
+    const bool tile = T >= tile_min_tokens(), wg = tile && wgmma_usable();
+    if (tile || !x16) {  // the tile kernels, or rows the kernel cannot read 16 bytes at a time
         const int64_t th = int64_t(T) * (K / 8);
-        launch_pdl(round_h16_kernel<bf16>, dim3(unsigned((th + 255) / 256)), dim3(256), 0, s, x32, x_row, K, T, xh);
+        const dim3 grid(unsigned((th + 255) / 256));
+        if (wg) launch_pdl(round_h16_kernel<bf16, true>, grid, dim3(256), 0, s, x32, x_row, K, T, xh);
+        else launch_pdl(round_h16_kernel<bf16, false>, grid, dim3(256), 0, s, x32, x_row, K, T, xh);
+    }
+    if (wg) {
+        if (T <= 64) launch_wg<bf16, 64>(mats_of(nodes, count, kBM), K, T, xh, s);
+        else launch_wg<bf16, 128>(mats_of(nodes, count, kBM), K, T, xh, s);
+        return;
     }
     if (tile) {
         if (tile_tokens() == 128) launch_tile<bf16, 128>(mats_of(nodes, count, kBM), K, T, xh, s);
