@@ -217,6 +217,7 @@ template <int N> void wgmma_wait() {}
 inline void fence_proxy_async() {}
 inline void keep_reg(uint32_t&) {}
 inline void keep_reg(float&) {}
+inline void keep_reg(uint4&) {}
 inline std::vector<uint32_t> g_wg_a(1024 * 4);
 template <bool bf16, int N>
 inline void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc) {

@@ -303,6 +303,20 @@ constexpr int kBM = 128, kStages = 4;
 template <int BN> constexpr int stage_bytes() { return (kBM + BN) * 64; }
 template <int BN> constexpr int tile_smem() { return kStages * stage_bytes<BN>(); }
 
+// A many-token block's weight pieces: this thread copies 16-byte pieces tid, tid + threads,
+// ... of a step's kBM weight rows (piece c: row c / 4, values 8 (c % 4) .. + 8, at byte 16 c
+// of the stage); their sources, set up once (rows past N copy zeros).
+template <int kThreads, int kWp>
+__device__ __forceinline__ void weight_pieces(const uint8_t* (&src)[kWp], bool (&ok)[kWp], const uint8_t* w,
+                                              int64_t w_row, int r0, int N, int tid) {
+#pragma unroll
+    for (int i = 0; i < kWp; ++i) {
+        const int c = tid + kThreads * i, row = c >> 2;
+        ok[i] = r0 + row < N;
+        src[i] = w + int64_t(ok[i] ? r0 + row : 0) * w_row + (c & 3) * 16;
+    }
+}
+
 template <bool bf16, int BN>
 __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const uint16_t* __restrict__ xh, int T,
                                                                int K, int cps) {
@@ -326,12 +340,7 @@ __global__ void __launch_bounds__(BN * 2, 1) mma16_tile_kernel(Mats16 ms, const 
     const uint8_t* wsrc[kWp];
     const uint16_t* xsrc[kXp];
     bool wok[kWp], xok[kXp];
-#pragma unroll
-    for (int i = 0; i < kWp; ++i) {
-        const int c = tid + kThreads * i, row = c >> 2;
-        wok[i] = r0 + row < N;
-        wsrc[i] = w + int64_t(wok[i] ? r0 + row : 0) * w_row + (c & 3) * 16;
-    }
+    weight_pieces<kThreads>(wsrc, wok, w, w_row, r0, N, tid);
 #pragma unroll
     for (int i = 0; i < kXp; ++i) {
         const int c = tid + kThreads * i, row = c >> 2;
@@ -437,12 +446,7 @@ __global__ void __launch_bounds__(256, 1) mma16_wg_kernel(Mats16 ms, const uint1
     const uint16_t* xsrc[kXp];
     int xdst[kXp];
     bool wok[kWp], xok[kXp];
-#pragma unroll
-    for (int i = 0; i < kWp; ++i) {
-        const int c = tid + kThreads * i, row = c >> 2;
-        wok[i] = r0 + row < N;
-        wsrc[i] = w + int64_t(wok[i] ? r0 + row : 0) * w_row + (c & 3) * 16;
-    }
+    weight_pieces<kThreads>(wsrc, wok, w, w_row, r0, N, tid);
 #pragma unroll
     for (int i = 0; i < kXp; ++i) {
         const int c = tid + kThreads * i, n = c >> 2, q = c & 3;
@@ -494,8 +498,7 @@ __global__ void __launch_bounds__(256, 1) mma16_wg_kernel(Mats16 ms, const uint1
         } else {
             wgmma_wait<1>();  // step j - 1's products are done
         }
-        keep_reg(wa[1 - p].x), keep_reg(wa[1 - p].y), keep_reg(wa[1 - p].z), keep_reg(wa[1 - p].w);
-        keep_reg(wb[1 - p].x), keep_reg(wb[1 - p].y), keep_reg(wb[1 - p].z), keep_reg(wb[1 - p].w);
+        keep_reg(wa[1 - p]), keep_reg(wb[1 - p]);
         stage = stage + 1 == kStages ? 0 : stage + 1;
         if (j + 1 < steps) {
             cp_async_wait<kStages - 3>();  // step j + 1's stage has arrived (this thread's copies) ...

@@ -88,6 +88,7 @@ __device__ __forceinline__ void fence_proxy_async() {
 // Keeps a register's value where it is until here (operands of an unfinished wgmma).
 __device__ __forceinline__ void keep_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ __forceinline__ void keep_reg(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void keep_reg(uint4& r) { keep_reg(r.x), keep_reg(r.y), keep_reg(r.z), keep_reg(r.w); }
 
 #define GLIA_WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                       "+f"(d[i + 6]), "+f"(d[i + 7])
