@@ -198,7 +198,8 @@ private:
 // The writer owns copies of every string it is given (also those of copy_kvs), so the
 // source File may be closed before write(). Setting a key again replaces its value in
 // place. "general.alignment" and the constructor's alignment are one setting: setting the
-// key changes the alignment, and an alignment other than 32 is written as that key.
+// key changes the alignment, and an alignment other than 32 is written as that key (first,
+// unless the key is set later: then where it is set, so copy_kvs keeps a file's key order).
 // Every input is validated (types, shapes, sizes, duplicate tensor names): errors throw.
 class Writer {
 public:
@@ -234,6 +235,7 @@ private:
     uint64_t data_section_start(uint64_t header_bytes) const;
     Value own(const Value& v);
     uint64_t alignment_;
+    bool implicit_alignment_key_ = false;  // general.alignment written by the constructor only
     std::vector<std::pair<std::string, Value>> kvs_;
     std::vector<PendingTensor> tensors_;
     std::unordered_map<std::string, size_t> kv_pos_, tensor_pos_;

@@ -35,7 +35,10 @@ struct FileSink {
 
 Writer::Writer(uint64_t alignment) : alignment_(alignment) {
     check_alignment(alignment, kWho, "constructor");
-    if (alignment != 32) set_u32("general.alignment", static_cast<uint32_t>(alignment));
+    if (alignment != 32) {
+        set_u32("general.alignment", static_cast<uint32_t>(alignment));
+        implicit_alignment_key_ = true;
+    }
 }
 
 // A deep copy whose strings the writer owns (the value was checked by check_value).
@@ -66,7 +69,19 @@ void Writer::set(const std::string& key, const Value& v) {
     if (key.empty()) fail("gguf writer: empty key name");
     check_value(v, key, kWho);
     Value owned = own(v);
-    if (key == "general.alignment") alignment_ = alignment_from_value(owned, kWho);
+    if (key == "general.alignment") {
+        alignment_ = alignment_from_value(owned, kWho);
+        // The key the constructor wrote takes the place where it is first set explicitly
+        // (copy_kvs keeps the source's key order).
+        if (implicit_alignment_key_) {
+            implicit_alignment_key_ = false;
+            const size_t at = kv_pos_.at(key);
+            kvs_.erase(kvs_.begin() + static_cast<std::ptrdiff_t>(at));
+            kv_pos_.erase(key);
+            for (auto& [k, pos] : kv_pos_)
+                if (pos > at) --pos;
+        }
+    }
     if (auto it = kv_pos_.find(key); it != kv_pos_.end()) {
         kvs_[it->second].second = std::move(owned);
         return;

@@ -247,6 +247,43 @@ TEST(GgufWriter, AlignmentIsOneSetting) {
     EXPECT_THROW(w2.set_str("general.alignment", "32"), Error);
 }
 
+// A copy through Writer(src.alignment()) keeps the source's key order: the key the
+// constructor wrote is replaced where the source has it (a fuzzer finding: the key stayed
+// first, so a file with general.alignment after other keys came back reordered).
+TEST(GgufWriter, CopiedAlignmentKeyKeepsItsPlace) {
+    Writer src;
+    src.set_str("general.name", "x");
+    Value a; a.type = ValueType::UINT8; a.u = 64;
+    src.set("general.alignment", a);
+    src.set_u32("z.after", 7);
+    const float x[3] = {1, 2, 3};
+    src.add_tensor("t", DType::F32, {3}, x, sizeof x);
+    auto f = File::from_memory(src.to_bytes(), "order.gguf");
+    ASSERT_EQ(f->alignment(), 64u);
+
+    Writer w(f->alignment());
+    w.copy_kvs(*f);
+    for (const auto& ti : f->tensors())
+        w.add_tensor(ti.name, ti.type, std::vector<int64_t>(ti.ne, ti.ne + ti.n_dims), ti.data, ti.nbytes);
+    EXPECT_EQ(w.kv_count(), 3u);
+    EXPECT_EQ(w.to_bytes(), src.to_bytes());
+    auto g = File::from_memory(w.to_bytes(), "order2.gguf");
+    ASSERT_EQ(g->kvs().size(), 3u);
+    EXPECT_EQ(g->kvs()[0].key, "general.name");
+    EXPECT_EQ(g->kvs()[1].key, "general.alignment");
+    EXPECT_EQ(g->kvs()[1].value.type, ValueType::UINT8);
+    EXPECT_EQ(g->kvs()[2].key, "z.after");
+
+    // A key set explicitly is an ordinary key: setting it again replaces it in place.
+    Writer e;
+    e.set_u32("general.alignment", 64);
+    e.set_str("b", "y");
+    e.set_u32("general.alignment", 128);
+    auto h = File::from_memory(e.to_bytes(), "order3.gguf");
+    EXPECT_EQ(h->kvs()[0].key, "general.alignment");
+    EXPECT_EQ(h->alignment(), 128u);
+}
+
 TEST(GgufWriter, RejectsBadInput) {
     Writer w;
     const float x[4] = {};
