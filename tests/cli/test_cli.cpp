@@ -67,6 +67,8 @@ public:
             kill(pid_, SIGKILL);
             waitpid(pid_, nullptr, 0);
         }
+        std::error_code ec;
+        std::filesystem::remove(err_, ec);
     }
     void write(const std::string& s) {
         if (::write(in_, s.data(), s.size()) < 0) ADD_FAILURE() << "cannot write to the child";

@@ -97,15 +97,19 @@ TEST(GgufFileChanged, RewriteInPlaceIsReported) {
 // The handler only handles the mappings of model files: another SIGBUS still kills.
 TEST(GgufFileChangedDeathTest, OtherSigbusStillKills) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const std::string model = write_model("installs_handler");
-    const std::string other = ::testing::TempDir() + "/glia_plain_" + std::to_string(getpid()) + ".bin";
+    // The files are made and unlinked (still mapped) by the child, which dies before any
+    // cleanup after the statement could run; the threadsafe style re-runs the test there.
     EXPECT_EXIT(
         {
+            const std::string model = write_model("installs_handler");
+            const std::string other = ::testing::TempDir() + "/glia_plain_" + std::to_string(getpid()) + ".bin";
             auto f = File::open(model);  // the handler is installed
+            std::filesystem::remove(model);
             std::ofstream(other, std::ios::binary) << std::string(65536, 'x');
             const int fd = ::open(other.c_str(), O_RDONLY);
             auto* p = static_cast<volatile const char*>(mmap(nullptr, 65536, PROT_READ, MAP_PRIVATE, fd, 0));
             if (::truncate(other.c_str(), 0) != 0) _exit(3);
+            std::filesystem::remove(other);
             const char c = p[65535];  // not a model file: SIGBUS as without the handler
             _exit(c == 0 ? 4 : 5);
         },
@@ -115,8 +119,6 @@ TEST(GgufFileChangedDeathTest, OtherSigbusStillKills) {
             return WIFSIGNALED(status) && (WTERMSIG(status) == SIGBUS || WTERMSIG(status) == SIGABRT);
         },
         "");
-    std::filesystem::remove(model);
-    std::filesystem::remove(other);
 }
 
 }  // namespace

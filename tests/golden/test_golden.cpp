@@ -14,6 +14,7 @@
 #include "golden_compare.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -105,7 +106,8 @@ TEST_P(Golden, MatchesReference) {
     const nlohmann::json golden = nlohmann::json::parse(glia::test::read_text(gdir + c.prompt + ".json"));
     const std::vector<float> golden_logits = read_floats(gdir + c.prompt + ".logits.bin");
 
-    const std::string tmp = testing::TempDir() + "/golden_" + c.stem + "_" + c.prompt;
+    const glia::test::ScratchDir scratch("golden");
+    const std::string tmp = scratch.file(c.stem + "_" + c.prompt);
     std::ofstream(tmp + ".txt", std::ios::binary) << golden["prompt"].get<std::string>();
     std::string out;
     // MoE goldens: run with the recorded routing (the README's recommended check), so a

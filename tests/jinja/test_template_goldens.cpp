@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "jinja/jinja.h"
+#include "cli_util.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
 
@@ -97,8 +98,8 @@ TEST(TemplateGoldens, AllPresent) {
 std::string q(const std::string& s) { return "'" + s + "'"; }
 
 // Writes the golden's case part (what `glia template --case` reads) to a temp file.
-std::string write_case(const Golden& gc) {
-    const std::string path = ::testing::TempDir() + "/glia_case_" + test_name(gc) + ".json";
+std::string write_case(const glia::test::ScratchDir& dir, const Golden& gc) {
+    const std::string path = dir.file(test_name(gc) + ".json");
     std::ofstream f(path, std::ios::binary);
     f << glia::test::read_text(gc.path);  // the golden itself is a valid case object
     return path;
@@ -107,12 +108,13 @@ std::string write_case(const Golden& gc) {
 TEST(CliTemplate, SampleOfGoldensThroughBinary) {
     const std::vector<Golden> all = list_goldens();
     ASSERT_FALSE(all.empty());
+    const glia::test::ScratchDir scratch("template-cases");
     int checked = 0;
     for (size_t i = 0; i < all.size(); i += 7) {
         const Golden& gc = all[i];
         const Value g = Value::parse_json(glia::test::read_text(gc.path));
         const std::string cmd = q(glia::test::glia_binary()) + " template " + q(templates_dir() + "/" + gc.tmpl + ".jinja") +
-                                " --case " + q(write_case(gc)) + " 2>/dev/null";
+                                " --case " + q(write_case(scratch, gc)) + " 2>/dev/null";
         std::string out;
         const int rc = glia::test::run_command(cmd, &out);
         if (const Value* e = g.object_data().find("expected")) {

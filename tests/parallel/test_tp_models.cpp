@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace glia {
@@ -99,7 +100,9 @@ TEST_P(TensorParallel, SameGreedyTokensAsOneRank) {
         // MoE: an expert chosen the other way at a router near-tie moves the logits by the
         // routing jump (../shared/README.md "MoE routing"; measured 2.5 on qwen3moe Q8_0, p5),
         // so for MoE files the bound is checked with the recorded routing (the eval test).
-        if (m->profile().n_expert == 0) EXPECT_LT(max_diff, tol.bound) << c.stem << " tp " << c.tp << " " << prompt;
+        if (m->profile().n_expert == 0) {
+            EXPECT_LT(max_diff, tol.bound) << c.stem << " tp " << c.tp << " " << prompt;
+        }
         std::printf("[tp] %-20s tp %d %-16s same tokens %2d/48, max |logit diff| %.2e\n", c.stem.c_str(), c.tp, prompt,
                     same, max_diff);
     }
@@ -108,10 +111,11 @@ TEST_P(TensorParallel, SameGreedyTokensAsOneRank) {
 // `glia eval -tp N` against the reference (MoE with the recorded routing, as tests/golden).
 TEST_P(TensorParallel, EvalPassesTheGoldenRules) {
     const Case& c = GetParam();
+    const test::ScratchDir scratch("tp");
     for (const char* prompt : {"p1_short", "p5_long300"}) {
         const std::string gdir = test::shared_dir() + "/golden/" + c.stem + "/";
         const nlohmann::json g = golden(c.stem, prompt);
-        const std::string tmp = testing::TempDir() + "/tp_" + c.stem + "_" + std::to_string(c.tp) + "_" + prompt;
+        const std::string tmp = scratch.file(c.stem + "_" + std::to_string(c.tp) + "_" + prompt);
         std::ofstream(tmp + ".txt", std::ios::binary) << g["prompt"].get<std::string>();
         const bool forced = g.contains("moe_selected_experts");
         const std::string cmd = test::glia_binary() + " eval " + test::shared_dir() + "/models/" + c.stem + ".gguf -f " +

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "gguf/gguf.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 using glia::test::glia_binary;
@@ -12,8 +13,8 @@ using glia::test::run_command;
 namespace {
 
 // stories260K with a chat template added.
-std::string model_with_template() {
-    const std::string out = testing::TempDir() + "/stories_tmpl.gguf";
+std::string model_with_template(const glia::test::ScratchDir& dir) {
+    const std::string out = dir.file("stories_tmpl.gguf");
     auto src = glia::gguf::File::open(glia::test::shared_path("models/stories260K.gguf"));
     glia::gguf::Writer w;
     w.copy_kvs(*src);
@@ -29,7 +30,8 @@ std::string model_with_template() {
 }  // namespace
 
 TEST(RunCli, ChatAppliesTheFilesTemplate) {
-    const std::string model = model_with_template();
+    const glia::test::ScratchDir dir("run-cli");
+    const std::string model = model_with_template(dir);
     std::string out;
     ASSERT_EQ(run_command(glia_binary() + " run " + model + " --chat -s 'Be kind.' -p 'Tell a story' -n 8 --temp 0 -t 1 2>/dev/null", &out), 0);
     EXPECT_EQ(out.rfind("<s>[system] Be kind.\n[user] Tell a story\n[assistant]", 0), 0u) << out;
@@ -52,7 +54,8 @@ TEST(RunCli, BadInputGivesOneLineErrorsAndNonZeroExit) {
     std::string out;
     EXPECT_NE(run_command(glia_binary() + " run /nonexistent.gguf -p hi 2>&1", &out), 0);
     EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
-    const std::string junk = testing::TempDir() + "/junk.gguf";
+    const glia::test::ScratchDir dir("run-cli");
+    const std::string junk = dir.file("junk.gguf");
     FILE* f = std::fopen(junk.c_str(), "w");
     std::fputs("this is not a gguf file at all", f);
     std::fclose(f);
@@ -64,7 +67,7 @@ TEST(RunCli, BadInputGivesOneLineErrorsAndNonZeroExit) {
     w.set_u32("mamba-next.block_count", 2);
     w.set_u32("mamba-next.embedding_length", 64);
     w.set_u32("mamba-next.attention.head_count", 4);
-    const std::string unknown = testing::TempDir() + "/unknown_arch.gguf";
+    const std::string unknown = dir.file("unknown_arch.gguf");
     w.write(unknown);
     EXPECT_NE(run_command(glia_binary() + " run " + unknown + " -p hi 2>&1", &out), 0);
     EXPECT_NE(out.find("not supported"), std::string::npos) << out;
@@ -78,7 +81,8 @@ TEST(RunCli, BadInputGivesOneLineErrorsAndNonZeroExit) {
 // dispatch; the results must be bit-identical to running them one by one.
 TEST(RunCli, FusedDecodeMatmulsAreBitIdentical) {
     const std::string model = glia::test::shared_path("models/tiny-llama-q4_k_m.gguf");
-    const std::string tmp = testing::TempDir() + "/fuse_";
+    const glia::test::ScratchDir dir("run-cli");
+    const std::string tmp = dir.file("fuse_");
     std::string out;
     for (const char* f : {"0", "1"})
         ASSERT_EQ(glia::test::run_command(std::string("GLIA_FUSE_MATMUL=") + f + " " + glia::test::glia_binary() +

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,16 +95,10 @@ public:
         }
     }
     ~ServerProcess() {
-        if (pid_ <= 0) return;
-        kill(pid_, SIGTERM);
-        for (int i = 0; i < 100; ++i) {
-            int st;
-            if (waitpid(pid_, &st, WNOHANG) == pid_) return;
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        kill(pid_, SIGKILL);
-        int st;
-        waitpid(pid_, &st, 0);
+        stop();
+        // The log stays for a failed test (its path is printed), else it goes.
+        if (::testing::Test::HasFailure()) std::fprintf(stderr, "server log kept: %s\n", log_.c_str());
+        else std::remove(log_.c_str());
     }
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
@@ -120,6 +115,23 @@ public:
     }
 
 private:
+    void stop() {  // SIGTERM, then SIGKILL after 5 s
+        if (pid_ <= 0) return;
+        kill(pid_, SIGTERM);
+        for (int i = 0; i < 100; ++i) {
+            int st;
+            if (waitpid(pid_, &st, WNOHANG) == pid_) {
+                pid_ = -1;
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        kill(pid_, SIGKILL);
+        int st;
+        waitpid(pid_, &st, 0);
+        pid_ = -1;
+    }
+
     std::string log_;
     pid_t pid_ = -1;
     int port_ = -1;

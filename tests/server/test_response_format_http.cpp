@@ -112,7 +112,9 @@ TEST(ServerResponseFormat, JsonSchemaOutputAlwaysValidatesAtTemperatureOne) {
         const std::string text = r.j["choices"][0]["message"]["content"];
         EXPECT_EQ(text.substr(0, 1), "{");
         tokens += r.j["usage"]["completion_tokens"].get<int>();
-        if (r.j["choices"][0]["finish_reason"] == "stop") EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+        if (r.j["choices"][0]["finish_reason"] == "stop") {
+            EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+        }
     }
     EXPECT_EQ(metric(srv, "glia_grammar_masks_total") - masks0, tokens);
 }
