@@ -48,6 +48,25 @@ TEST(OpCheck, MatmulTokensAloneAreCheckedForTheSameBits) {
     }
 }
 
+// The expert products of many tokens (groups of 10-25 tokens an expert take the packed
+// GEMM, a token alone the row products; 100 tokens split every step across the threads;
+// 600 run as two chunks) give each token the bits it gets alone.
+TEST(OpCheck, ExpertTokensAloneAreCheckedForTheSameBits) {
+    auto check = [](Op op, DType t, int64_t T) {
+        OpSpec s = spec(op, 256, 256, T, t);
+        s.n_expert = 4;
+        if (t == DType::Q4_K) s.down_type = DType::Q6_K;
+        const OpCheck c = check_op(cpu_backend(2), s, 1);
+        EXPECT_EQ(c.alone_checked, 2) << c.label;
+        EXPECT_EQ(c.alone_equal, 2) << c.label;
+        EXPECT_TRUE(c.ok) << c.label << ": error " << c.max_err << " > " << c.tolerance;
+    };
+    for (Op op : {Op::MOE_EXPERTS, Op::MOE_EXPERTS_GLU})
+        for (DType t : {DType::Q4_K, DType::Q8_0, DType::F16})
+            for (int64_t T : {20, 100}) check(op, t, T);
+    check(Op::MOE_EXPERTS, DType::Q4_K, 600);
+}
+
 TEST(OpCheck, RowOpsAndEmbeddings) {
     for (int64_t T : {1, 7}) {
         for (Op op : {Op::RMS_NORM, Op::ADD, Op::MUL, Op::SCALE, Op::SOFTCAP, Op::SWIGLU, Op::GEGLU, Op::SHORTCONV})
@@ -196,7 +215,9 @@ TEST(OpCheck, LayerListsCoverEveryOp) {
         std::vector<bool> seen(size_t(Op::COUNT), false);
         for (const OpSpec& s : layer_op_specs(d, {DType::Q4_K}, 1, 16)) seen[size_t(s.op)] = true;
         for (size_t op = 1; op < size_t(Op::COUNT); ++op)
-            if (Op(op) != Op::COPY && Op(op) != Op::ALL_REDUCE && Op(op) != Op::ALL_GATHER) EXPECT_TRUE(seen[op]) << d.name << " has no case for " << op_name(Op(op));
+            if (Op(op) != Op::COPY && Op(op) != Op::ALL_REDUCE && Op(op) != Op::ALL_GATHER) {
+                EXPECT_TRUE(seen[op]) << d.name << " has no case for " << op_name(Op(op));
+            }
     }
 }
 

@@ -140,36 +140,42 @@ size_t PackCache::bytes() const {
     return bytes_;
 }
 
-void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache) {
-    if (matmul_uses_gemm(kk, K, T)) {
-        const simd::Gemm& g = *kk.gemm;
-        const int64_t P = g.panel_rows;
-        const int64_t n_panels = (N + P - 1) / P;
-        const size_t pbytes = g.panel_bytes(K);
-        const double work = double(w_stride) * double(N) * double(T);
-        const uint8_t* packed = cache ? cache->get(g, w, w_stride, K, N, pool) : nullptr;
-        split(pool, n_panels, work, [&](int64_t b, int64_t e) {
-            uint8_t* own = packed ? nullptr : panel_buffer(pbytes);
-            for (int64_t ip = b; ip < e; ++ip) {
-                const int64_t r0 = ip * P;
-                const int nr = static_cast<int>(std::min(P, N - r0));
-                const uint8_t* panel = packed ? packed + ip * pbytes : own;
-                if (!packed) g.pack(w + r0 * w_stride, w_stride, nr, K, own);
-                for (int64_t k0 = 0; k0 < K; k0 += kGemmSliceK) {
-                    const int64_t kc = std::min(kGemmSliceK, K - k0);
-                    g.compute(panel + g.panel_bytes(k0), nr, kc, a.act + row_bytes(kk.act_type, k0), a.act_row,
-                              a.side ? a.side + g.side_bytes(k0) : nullptr, a.side_row, static_cast<int>(T),
-                              y + r0, static_cast<size_t>(N), k0 > 0);
-                }
-            }
-        });
+int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T) {
+    const int64_t rows = matmul_uses_gemm(kk, K, T) ? kk.gemm->panel_rows : kRowTile;
+    return (N + rows - 1) / rows;
+}
+
+void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed) {
+    if (!matmul_uses_gemm(kk, K, T)) {
+        row_tile(kk, w, w_stride, K, N, u * kRowTile, std::min(N, (u + 1) * kRowTile), a, T, y);
         return;
     }
-    const int64_t n_tiles = (N + kRowTile - 1) / kRowTile;
-    split(pool, n_tiles, double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
-        for (int64_t tile = b; tile < e; ++tile)
-            row_tile(kk, w, w_stride, K, N, tile * kRowTile, std::min(N, (tile + 1) * kRowTile), a, T, y);
+    const simd::Gemm& g = *kk.gemm;
+    const int64_t P = g.panel_rows;
+    const size_t pbytes = g.panel_bytes(K);
+    const int64_t r0 = u * P;
+    const int nr = static_cast<int>(std::min(P, N - r0));
+    const uint8_t* panel = packed ? packed + u * pbytes : nullptr;
+    if (!panel) {
+        uint8_t* own = panel_buffer(pbytes);
+        g.pack(w + r0 * w_stride, w_stride, nr, K, own);
+        panel = own;
+    }
+    for (int64_t k0 = 0; k0 < K; k0 += kGemmSliceK) {
+        const int64_t kc = std::min(kGemmSliceK, K - k0);
+        g.compute(panel + g.panel_bytes(k0), nr, kc, a.act + row_bytes(kk.act_type, k0), a.act_row,
+                  a.side ? a.side + g.side_bytes(k0) : nullptr, a.side_row, static_cast<int>(T), y + r0,
+                  static_cast<size_t>(N), k0 > 0);
+    }
+}
+
+void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache) {
+    const uint8_t* packed =
+        cache && matmul_uses_gemm(kk, K, T) ? cache->get(*kk.gemm, w, w_stride, K, N, pool) : nullptr;
+    split(pool, matmul_units(kk, K, N, T), double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e; ++u) matmul_unit(kk, w, w_stride, K, N, a, T, y, u, packed);
     });
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
 #include "quant/quant.h"
@@ -23,18 +24,6 @@
 namespace glia::cpu {
 
 namespace {
-
-// y[r] = W_e[r] . a for every row of expert e's slice of a stacked tensor.
-void expert_matvec(const Tensor& w, int64_t e, const uint8_t* act, float* y) {
-    const quant::TypeTraits& tr = quant::traits(w.type);
-    for (int64_t r = 0; r < w.ne[1]; ++r) tr.vec_dot(w.ne[0], &y[r], w.row(r, e), act);
-}
-
-void quantize_for(const Tensor& w, const float* x, int64_t n, std::vector<uint8_t>& q) {
-    const quant::TypeTraits& tr = quant::traits(w.type);
-    q.resize(row_bytes(tr.vec_dot_type, n));
-    quant::quantize_act_row(tr.vec_dot_type, x, q.data(), n);
-}
 
 // Softmax of one token's router logits (max subtracted, double sum, as before the split).
 void softmax_row(const float* l, int64_t n, float* p) {
@@ -85,12 +74,6 @@ void op_moe_weights(const Node& n, ThreadPool& pool) {
 
 namespace {
 
-// An expert's products through the SIMD kernels of its type (the newer ops use these).
-void expert_matvec_simd(const Tensor& w, int64_t e, const uint8_t* act, float* y) {
-    const simd::TypeKernels& kk = simd::kernels(w.type);
-    for (int64_t r = 0; r < w.ne[1]; ++r) kk.vec_dot(w.ne[0], &y[r], w.row(r, e), act);
-}
-
 void quantize_for_simd(const Tensor& w, const float* x, int64_t n, std::vector<uint8_t>& q) {
     const simd::TypeKernels& kk = simd::kernels(w.type);
     q.resize(row_bytes(kk.act_type, n));
@@ -98,39 +81,216 @@ void quantize_for_simd(const Tensor& w, const float* x, int64_t n, std::vector<u
     else kk.quantize_act(x, q.data(), n);
 }
 
-// The weighted sum of the selected experts, act(gate, up) between their products; `fast`:
-// the SIMD dot products (else the scalar table's, as MOE_EXPERTS has always used).
+// The selected experts of T tokens, grouped by expert: the pairs (token, slot) are ordered
+// by expert, then token, so each expert's weights are read once for all its tokens, and
+// the products run through the matmul driver's units (row tiles, or packed panels for an
+// expert with kGemmMinTokens tokens or more), which give a token the same bits whatever
+// the group's size (a batch changes no sequence's outputs). Steps, each one parallel
+// section: gate and up products of every group; act(gate, up) and its quantization for
+// the down matrix; the down products; the weighted sum in selection order per token.
+struct ExpertPairs {
+    std::vector<int64_t> start;    // [n_exp + 1]: the first pair of each expert
+    std::vector<int32_t> token;    // token of pair p
+    std::vector<int32_t> pair_of;  // pair of (t, slot i), at t * k + i
+};
+
+// Pairs of tokens [t0, t0 + T) (numbered from 0).
+void group_pairs(const Tensor& ids, int64_t t0, int64_t T, int k, int64_t n_exp, ExpertPairs& g) {
+    g.start.assign(static_cast<size_t>(n_exp) + 1, 0);
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t0 + t));
+        for (int i = 0; i < k; ++i) ++g.start[static_cast<size_t>(sel[i]) + 1];
+    }
+    for (int64_t e = 0; e < n_exp; ++e) g.start[e + 1] += g.start[e];
+    std::vector<int64_t> next(g.start.begin(), g.start.end() - 1);
+    g.token.resize(static_cast<size_t>(T) * k);
+    g.pair_of.resize(static_cast<size_t>(T) * k);
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t0 + t));
+        for (int i = 0; i < k; ++i) {
+            const int64_t p = next[sel[i]]++;
+            g.token[p] = static_cast<int32_t>(t);
+            g.pair_of[t * k + i] = static_cast<int32_t>(p);
+        }
+    }
+}
+
+// Activation rows of every pair for one weight type: the type's act rows plus, for groups
+// on the packed path, their side data.
+struct PairActs {
+    std::vector<uint8_t> act, side;
+    size_t act_row = 0, side_row = 0;
+};
+
+void size_pair_acts(const simd::TypeKernels& kk, int64_t K, size_t n_pairs, PairActs& a) {
+    a.act_row = row_bytes(kk.act_type, K);
+    a.side_row = matmul_gemm_bits(kk, K) ? kk.gemm->side_bytes(K) : 0;
+    if (a.act.size() < a.act_row * n_pairs) a.act.resize(a.act_row * n_pairs);
+    if (a.side.size() < a.side_row * n_pairs) a.side.resize(a.side_row * n_pairs);
+}
+
+// Converts one float row for pair p (side data only where its group takes the packed path).
+void fill_pair_act(const simd::TypeKernels& kk, const float* x, int64_t K, bool packed, size_t p, PairActs& a) {
+    uint8_t* row = a.act.data() + p * a.act_row;
+    if (kk.act_type == DType::F32) std::memcpy(row, x, sizeof(float) * K);
+    else kk.quantize_act(x, row, K);
+    if (packed) kk.gemm->prepare(row, K, a.side.data() + p * a.side_row);
+}
+
+MatmulAct group_act(const PairActs& a, int64_t p0) {
+    MatmulAct m;
+    m.act = a.act.data() + p0 * a.act_row;
+    m.act_row = a.act_row;
+    m.side = a.side_row ? a.side.data() + p0 * a.side_row : nullptr;
+    m.side_row = a.side_row;
+    return m;
+}
+
+// One stacked weight's products for every expert group: out rows of N floats per pair.
+struct StackedProduct {
+    const Tensor* w;
+    const PairActs* acts;
+    float* out;
+};
+
+// Runs the products of several stacked weights over the expert groups in one parallel
+// section; threads take contiguous runs of units weighted by their work.
+void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g, ThreadPool& pool) {
+    struct Job { int prod; int64_t expert, units; };
+    std::vector<Job> jobs;
+    std::vector<double> cum{0.0};  // work before each unit (weight bytes x tokens)
+    const int64_t n_exp = static_cast<int64_t>(g.start.size()) - 1;
+    for (int j = 0; j < n_prods; ++j) {
+        const Tensor& w = *prods[j].w;
+        const simd::TypeKernels& kk = simd::kernels(w.type);
+        for (int64_t e = 0; e < n_exp; ++e) {
+            const int64_t c = g.start[e + 1] - g.start[e];
+            if (c == 0) continue;
+            const int64_t units = matmul_units(kk, w.ne[0], w.ne[1], c);
+            jobs.push_back({j, e, units});
+            const double per_unit = double(w.nb[1]) * double(w.ne[1]) / double(units) * double(c);
+            for (int64_t u = 0; u < units; ++u) cum.push_back(cum.back() + per_unit);
+        }
+    }
+    const int64_t total_units = static_cast<int64_t>(cum.size()) - 1;
+    auto run_units = [&](int64_t u0, int64_t u1) {
+        int64_t first = 0;  // the first unit of job ji
+        size_t ji = 0;
+        while (ji < jobs.size() && first + jobs[ji].units <= u0) first += jobs[ji++].units;
+        for (int64_t u = u0; u < u1; ++u) {
+            while (u >= first + jobs[ji].units) first += jobs[ji++].units;
+            const Job& jb = jobs[ji];
+            const StackedProduct& pr = prods[jb.prod];
+            const Tensor& w = *pr.w;
+            const int64_t p0 = g.start[jb.expert], c = g.start[jb.expert + 1] - p0;
+            matmul_unit(simd::kernels(w.type), w.row(0, jb.expert), w.nb[1], w.ne[0], w.ne[1], group_act(*pr.acts, p0),
+                        c, pr.out + p0 * w.ne[1], u - first);
+        }
+    };
+    if (total_units == 0) return;
+    if (cum.back() < 128.0 * 1024 || pool.size() == 1) {
+        run_units(0, total_units);
+        return;
+    }
+    pool.run([&](int ith, int nth) {
+        // Contiguous runs of about equal work.
+        auto bound = [&](int i) {
+            if (i == nth) return total_units;
+            const double target = cum.back() * i / nth;
+            return static_cast<int64_t>(std::lower_bound(cum.begin(), cum.end() - 1, target) - cum.begin());
+        };
+        const int64_t u0 = bound(ith), u1 = bound(ith + 1);
+        if (u0 < u1) run_units(u0, u1);
+    });
+}
+
+// Per-thread (per calling thread) buffers that only grow.
+struct MoeScratch {
+    ExpertPairs pairs;
+    PairActs gate_acts, up_acts, down_acts;
+    std::vector<float> gate_out, up_out, down_out;
+};
+
+// Tokens [tok0, tok0 + T) of the node.
 template <class Act>
-void moe_experts_impl(const Node& n, ThreadPool& pool, int k, Act act, bool fast = false) {
-    auto matvec = fast ? expert_matvec_simd : expert_matvec;
-    auto quantize = fast ? quantize_for_simd : quantize_for;
+void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, int64_t tok0, int64_t T) {
     const Tensor& x = *n.src[MoeExpertsArg::X];
     const Tensor& gate = *n.src[MoeExpertsArg::GATE];
     const Tensor& up = *n.src[MoeExpertsArg::UP];
     const Tensor& down = *n.src[MoeExpertsArg::DOWN];
     const Tensor& ids = *n.src[MoeExpertsArg::IDS];
     const Tensor& weights = *n.src[MoeExpertsArg::WEIGHTS];
-    const int64_t E = x.ne[0], T = x.ne[1], F = gate.ne[1];
-    pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
-        std::vector<float> g(F), u(F), h(F), o(E);
-        std::vector<uint8_t> xg, xu, hq;
+    const int64_t E = x.ne[0], F = gate.ne[1], n_exp = gate.ne[2];
+    const size_t n_pairs = static_cast<size_t>(T) * k;
+    thread_local MoeScratch tls;
+    MoeScratch& s = tls;  // the workers use the calling thread's buffers
+    group_pairs(ids, tok0, T, k, n_exp, s.pairs);
+    const ExpertPairs& g = s.pairs;
+
+    const simd::TypeKernels& kg = simd::kernels(gate.type);
+    const simd::TypeKernels& ku = simd::kernels(up.type);
+    const simd::TypeKernels& kd = simd::kernels(down.type);
+    const bool up_own = ku.act_type != kg.act_type || ku.quantize_act != kg.quantize_act || ku.gemm != kg.gemm;
+    size_pair_acts(kg, E, n_pairs, s.gate_acts);
+    if (up_own) size_pair_acts(ku, E, n_pairs, s.up_acts);
+    size_pair_acts(kd, F, n_pairs, s.down_acts);
+    if (s.gate_out.size() < n_pairs * F) s.gate_out.resize(n_pairs * F);
+    if (s.up_out.size() < n_pairs * F) s.up_out.resize(n_pairs * F);
+    if (s.down_out.size() < n_pairs * E) s.down_out.resize(n_pairs * E);
+    // The expert of each pair (for the packed-path test of its group).
+    auto group_size = [&](size_t p) {
+        const auto it = std::upper_bound(g.start.begin(), g.start.end(), static_cast<int64_t>(p));
+        return *it - *(it - 1);
+    };
+
+    // 1. The pairs' activations for gate and up.
+    for_rows(pool, static_cast<int64_t>(n_pairs), E * 4, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+            const float* xt = reinterpret_cast<const float*>(x.row(tok0 + g.token[p]));
+            const int64_t c = group_size(static_cast<size_t>(p));
+            fill_pair_act(kg, xt, E, matmul_uses_gemm(kg, E, c), static_cast<size_t>(p), s.gate_acts);
+            if (up_own) fill_pair_act(ku, xt, E, matmul_uses_gemm(ku, E, c), static_cast<size_t>(p), s.up_acts);
+        }
+    });
+    // 2. Gate and up products.
+    const StackedProduct gu[2] = {{&gate, &s.gate_acts, s.gate_out.data()},
+                                  {&up, up_own ? &s.up_acts : &s.gate_acts, s.up_out.data()}};
+    run_stacked(gu, 2, g, pool);
+    // 3. act(gate, up), converted for the down matrix.
+    for_rows(pool, static_cast<int64_t>(n_pairs), F * 8, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+            float* h = s.gate_out.data() + p * F;
+            const float* u = s.up_out.data() + p * F;
+            for (int64_t j = 0; j < F; ++j) h[j] = act(h[j], u[j]);
+            fill_pair_act(kd, h, F, matmul_uses_gemm(kd, F, group_size(static_cast<size_t>(p))),
+                          static_cast<size_t>(p), s.down_acts);
+        }
+    });
+    // 4. Down products.
+    const StackedProduct dn[1] = {{&down, &s.down_acts, s.down_out.data()}};
+    run_stacked(dn, 1, g, pool);
+    // 5. The weighted sum, in selection order.
+    for_rows(pool, T, E * k, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-            const float* xt = reinterpret_cast<const float*>(x.row(t));
-            const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t));
-            const float* wsel = reinterpret_cast<const float*>(weights.row(t));
-            float* y = reinterpret_cast<float*>(n.out->row(t));
-            quantize(gate, xt, E, xg);
-            quantize(up, xt, E, xu);
+            const float* wsel = reinterpret_cast<const float*>(weights.row(tok0 + t));
+            float* y = reinterpret_cast<float*>(n.out->row(tok0 + t));
             for (int i = 0; i < k; ++i) {
-                matvec(gate, sel[i], xg.data(), g.data());
-                matvec(up, sel[i], xu.data(), u.data());
-                for (int64_t j = 0; j < F; ++j) h[j] = act(g[j], u[j]);
-                quantize(down, h.data(), F, hq);
-                matvec(down, sel[i], hq.data(), o.data());
+                const float* o = s.down_out.data() + static_cast<size_t>(g.pair_of[t * k + i]) * E;
                 for (int64_t j = 0; j < E; ++j) y[j] = i == 0 ? o[j] * wsel[i] : y[j] + o[j] * wsel[i];
             }
         }
     });
+}
+
+// Prompts run in chunks of at most this many tokens, which bounds the scratch (pairs x
+// (2 F + E) floats: 59 MB for qwen3-30b-a3b); a chunk changes no token's bits.
+constexpr int64_t kMoeChunkTokens = 512;
+
+template <class Act>
+void moe_experts_impl(const Node& n, ThreadPool& pool, int k, Act act) {
+    const int64_t T = n.src[MoeExpertsArg::X]->ne[1];
+    for (int64_t t0 = 0; t0 < T; t0 += kMoeChunkTokens)
+        moe_experts_chunk(n, pool, k, act, t0, std::min(kMoeChunkTokens, T - t0));
 }
 
 }  // namespace
@@ -144,10 +304,10 @@ void op_moe_experts_glu(const Node& n, ThreadPool& pool) {
     const GluParams& gp = n.p<GluParams>();
     if (gp.kind == GluKind::SITU)
         moe_experts_impl(
-            n, pool, gp.n_used, [&](float g, float u) { return situ_value(g, u, gp.beta, gp.linear_beta); }, true);
+            n, pool, gp.n_used, [&](float g, float u) { return situ_value(g, u, gp.beta, gp.linear_beta); });
     else if (gp.kind == GluKind::SWIGLU)
         moe_experts_impl(
-            n, pool, gp.n_used, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; }, true);
+            n, pool, gp.n_used, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
     else
         fail("moe_experts_glu: activation not implemented on the CPU");
 }

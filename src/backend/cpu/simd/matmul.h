@@ -62,4 +62,13 @@ private:
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                     const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache = nullptr);
 
+// The same products in units that threads may take in any order and any grouping (row
+// tiles, or panels of the packed path), for callers that schedule several products at
+// once (the MoE experts): matmul_units() of them, unit u computing its rows of y for all
+// T tokens. `packed`: the weight's panels from a PackCache, or nullptr to pack per unit.
+// Every split gives the same bits.
+int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T);
+void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed = nullptr);
+
 }  // namespace glia::cpu
