@@ -103,7 +103,9 @@ TEST(SimdTable, BestIsaIsSupportedAndEveryTypeHasKernels) {
             const auto& k = cpu::simd::kernels(t, Isa(l));
             EXPECT_TRUE(k.vec_dot) << label(t, Isa(l));
             EXPECT_EQ(k.act_type, quant::traits(t).vec_dot_type) << label(t, Isa(l));
-            if (k.act_type != DType::F32) EXPECT_TRUE(k.quantize_act) << label(t, Isa(l));
+            if (k.act_type != DType::F32) {
+                EXPECT_TRUE(k.quantize_act) << label(t, Isa(l));
+            }
         }
 }
 
@@ -382,35 +384,38 @@ TEST(SimdMatmul, GemvGivesTheGemmBits) {
         EXPECT_TRUE(cpu::matmul_gemm_bits(kk, 256)) << dtype_name(t);
         EXPECT_FALSE(cpu::matmul_gemm_bits(kk, 288)) << dtype_name(t);
         const cpu::simd::Gemm& g = *kk.gemm;
-        const int64_t K = 1792, N = 37;
-        const size_t wrow = row_bytes(t, K);
-        std::vector<uint8_t> w(wrow * N);
-        for (int64_t r = 0; r < N; ++r) {
-            const std::vector<uint8_t> q = random_blocks(rng, t, K);
-            std::memcpy(w.data() + r * wrow, q.data(), wrow);
-        }
-        for (int nt = 1; nt <= 3; ++nt) {
-            std::vector<uint8_t> qa(row_bytes(kk.act_type, K) * nt), side(g.side_bytes(K) * nt + 1);
-            for (int c = 0; c < nt; ++c) {
-                const std::vector<float> x = random_floats(rng, K, c);
-                kk.quantize_act(x.data(), qa.data() + c * row_bytes(kk.act_type, K), K);
-                g.prepare(qa.data() + c * row_bytes(kk.act_type, K), K, side.data() + c * g.side_bytes(K));
+        // 8448: rows longer than the gemv kernel's chunk of K (Q8_0 / Q4_0: three chunks).
+        for (const int64_t K : {int64_t(1792), int64_t(8448)}) {
+            const int64_t N = 37;
+            const size_t wrow = row_bytes(t, K);
+            std::vector<uint8_t> w(wrow * N);
+            for (int64_t r = 0; r < N; ++r) {
+                const std::vector<uint8_t> q = random_blocks(rng, t, K);
+                std::memcpy(w.data() + r * wrow, q.data(), wrow);
             }
-            std::vector<float> packed(N * nt), rows(N * nt, -1.f);
-            std::vector<uint8_t> panel(g.panel_bytes(K) + 64);
-            uint8_t* pp = panel.data() + (64 - reinterpret_cast<uintptr_t>(panel.data()) % 64) % 64;
-            for (int64_t r0 = 0; r0 < N; r0 += g.panel_rows) {
-                const int nr = static_cast<int>(std::min<int64_t>(g.panel_rows, N - r0));
-                g.pack(w.data() + r0 * wrow, wrow, nr, K, pp);
-                for (int64_t k0 = 0; k0 < K; k0 += cpu::kGemmSliceK)
-                    g.compute(pp + g.panel_bytes(k0), nr, std::min(cpu::kGemmSliceK, K - k0),
-                              qa.data() + row_bytes(kk.act_type, k0), row_bytes(kk.act_type, K),
-                              side.data() + g.side_bytes(k0), g.side_bytes(K), nt, packed.data() + r0, N, k0 > 0);
+            for (int nt = 1; nt <= 3; ++nt) {
+                std::vector<uint8_t> qa(row_bytes(kk.act_type, K) * nt), side(g.side_bytes(K) * nt + 1);
+                for (int c = 0; c < nt; ++c) {
+                    const std::vector<float> x = random_floats(rng, K, c);
+                    kk.quantize_act(x.data(), qa.data() + c * row_bytes(kk.act_type, K), K);
+                    g.prepare(qa.data() + c * row_bytes(kk.act_type, K), K, side.data() + c * g.side_bytes(K));
+                }
+                std::vector<float> packed(N * nt), rows(N * nt, -1.f);
+                std::vector<uint8_t> panel(g.panel_bytes(K) + 64);
+                uint8_t* pp = panel.data() + (64 - reinterpret_cast<uintptr_t>(panel.data()) % 64) % 64;
+                for (int64_t r0 = 0; r0 < N; r0 += g.panel_rows) {
+                    const int nr = static_cast<int>(std::min<int64_t>(g.panel_rows, N - r0));
+                    g.pack(w.data() + r0 * wrow, wrow, nr, K, pp);
+                    for (int64_t k0 = 0; k0 < K; k0 += cpu::kGemmSliceK)
+                        g.compute(pp + g.panel_bytes(k0), nr, std::min(cpu::kGemmSliceK, K - k0),
+                                  qa.data() + row_bytes(kk.act_type, k0), row_bytes(kk.act_type, K),
+                                  side.data() + g.side_bytes(k0), g.side_bytes(K), nt, packed.data() + r0, N, k0 > 0);
+                }
+                g.gemv(w.data(), wrow, static_cast<int>(N), K, cpu::kGemmSliceK, qa.data(), row_bytes(kk.act_type, K),
+                       nt, rows.data(), N);
+                EXPECT_EQ(0, std::memcmp(packed.data(), rows.data(), packed.size() * sizeof(float)))
+                    << dtype_name(t) << " K=" << K << " nt=" << nt;
             }
-            g.gemv(w.data(), wrow, static_cast<int>(N), K, cpu::kGemmSliceK, qa.data(), row_bytes(kk.act_type, K),
-                   nt, rows.data(), N);
-            EXPECT_EQ(0, std::memcmp(packed.data(), rows.data(), packed.size() * sizeof(float)))
-                << dtype_name(t) << " nt=" << nt;
         }
     }
 }
