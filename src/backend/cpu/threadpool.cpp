@@ -18,8 +18,12 @@ namespace {
 // then sleep. The spin budget adapts per waiter: it doubles when spinning paid off and
 // halves when the wait ended in a sleep anyway, so a thread on a busy machine (where the
 // thread it waits for is descheduled) stops burning the core other work needs, while an
-// idle machine gets spin-only hand-offs. PAUSE costs ~50 ns on the EPYC VMs we run on.
-constexpr int kSpinMin = 1 << 4, kSpinMax = 1 << 10;
+// idle machine gets spin-only hand-offs. PAUSE costs ~27 ns on the EPYC VMs we run on, so
+// the longest spin is ~0.2 ms: a decode step's gaps between ops (the caller's bookkeeping,
+// a one-thread op) stay under it. At 1 << 10 (~27 us) the workers slept and were woken by
+// futex between most ops of a step: qwen3-0.6b Q4_K_M tg64 on 2 threads 41-46 -> 50-67
+// t/s (bench/LOG.md, 2026-12-03).
+constexpr int kSpinMin = 1 << 4, kSpinMax = 1 << 13;
 
 struct Spinner {
     int& budget;

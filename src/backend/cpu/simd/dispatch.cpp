@@ -133,7 +133,16 @@ const char* isa_name(Isa isa) {
     return "?";
 }
 
-bool isa_supported(Isa isa) { return cpu_has(isa); }
+// Detected once: CPUID traps to the hypervisor in a VM (microseconds a call), and the
+// kernels look their level up per op.
+bool isa_supported(Isa isa) {
+    static const std::array<bool, kIsaCount> has = [] {
+        std::array<bool, kIsaCount> h{};
+        for (int l = 0; l < kIsaCount; ++l) h[size_t(l)] = cpu_has(Isa(l));
+        return h;
+    }();
+    return has[size_t(isa)];
+}
 
 Isa best_isa() {
     static const Isa best = detect_best();
