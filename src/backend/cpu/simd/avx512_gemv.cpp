@@ -133,9 +133,21 @@ GLIA_TARGET_AVX512 inline void store_rows(float* out, int rows, __m512 v) {
     _mm512_mask_storeu_ps(out, rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1), v);
 }
 
+// Software prefetch: the same unit kPrefetchRows rows further on, which the quad after
+// next reads. (A fixed distance along each row is worse here: four rows are read side by
+// side, and the next rows' data is what is needed soonest. Measured on the 2-core EPYC,
+// DRAM-cold, qwen3-0.6b shapes: 4 rows ahead 1.3-1.6x the time of 8, 2048 bytes along
+// the row 1.5-2x.) Addresses past the matrix are only prefetched, never read.
+constexpr int kPrefetchRows = 8;
+inline void prefetch_rows_ahead(const uint8_t* blk, size_t row_stride, size_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(blk) + kPrefetchRows * row_stride;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(reinterpret_cast<const void*>(p + o), 0, 3);
+}
+
 // The driver shared by both families. Per group of 16 rows and chunk of K: first the
-// integer sums, row by row along the chunk (each weight block read once, for every token),
-// reduced to one vector per quad of rows, and each row's f16 scales copied out;
+// integer sums (each weight block read once, for every token; short rows row by row in
+// memory order, long ones four rows side by side), reduced to one vector per quad of rows,
+// and each row's f16 scales copied out;
 // then, per unit in K order, the four quads' sums transposed into lanes and the float
 // steps. (Gathering the scales in the second pass instead cost Q8_0 decode ~35 % on
 // DRAM-cold weights: a chunk of 16 rows no longer sits in L1 by then.)
@@ -143,15 +155,20 @@ GLIA_TARGET_AVX512 inline void store_rows(float* out, int rows, __m512 v) {
 // columns, kBytes of a row, kAct activation blocks); Row::step applies the float steps of
 // one unit to the 16 lanes.
 constexpr int kTok = 4;     // tokens per pass
-constexpr int kChunk = 64;  // units per chunk: a whole row of K <= 4096 (Q8_0), 16384 (K-quants)
+constexpr int kChunk = 32;          // units per chunk: 4 x 32 x 4 vectors of 64 bytes = 32 KiB
+constexpr int kRowOrderUnits = 16;  // rows of at most this many units are read in memory order
 template <class Row>
 GLIA_TARGET_AVX512 void gemv_driver(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k,
                                     const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
     using Act = typename Row::Act;
     const int64_t nu = K / Row::kValues, per_slice = std::max<int64_t>(1, slice_k / Row::kValues);
     const typename Row::Consts k;
+    // Measured DRAM-cold on the 2-core EPYC (bench/LOG.md, 2026-12-03): rows of up to 16
+    // units read 1.5-3x faster in memory order than side by side; longer rows (Q8_0 at
+    // K >= 2048, any type at K = 14336) 1.2-2.5x slower.
+    const bool row_order = nu <= kRowOrderUnits;
     alignas(64) __m512i buf[kTok][kChunk][4];
-    alignas(64) __m512i part[kTok][kChunk][4];  // one quad's row sums before reduce_quad
+    alignas(64) __m512i part[kTok][kRowOrderUnits][4];  // a quad's row sums (short rows) before reduce_quad
     alignas(64) uint32_t scales[kChunk][kLanes];  // each row's Row::scales() per unit
     for (int r0 = 0; r0 < nr; r0 += kLanes) {
         const int rows = std::min(kLanes, nr - r0);
@@ -166,10 +183,28 @@ GLIA_TARGET_AVX512 void gemv_driver(const uint8_t* w, size_t row_stride, int nr,
                 for (int q = 0; q < 4; ++q) {
                     const int nq = std::clamp(rows - 4 * q, 0, 4);  // rows of this quad
                     const uint8_t* row = wg + size_t(4 * q) * row_stride + size_t(u0) * Row::kBytes;
-                    // Row by row along the chunk, in memory order (a matrix's rows are
-                    // contiguous), left to the hardware prefetcher: four rows side by side
-                    // (one block of each in turn) with software prefetch read DRAM-cold
-                    // weights 1.5-3x slower on the 2-core EPYC (bench/LOG.md, 2026-12-03).
+                    if (!row_order) {
+                        // Long rows: four rows side by side, one block of each in turn,
+                        // with software prefetch; the sums reduced at once.
+                        for (int u = 0; u < nu_c; ++u) {
+                            const uint8_t* blk = row + size_t(u) * Row::kBytes;
+                            for (int i = 0; i < 4; ++i) {
+                                if (i < nq) prefetch_rows_ahead(blk + size_t(i) * row_stride, row_stride, Row::kBytes);
+                                scales[u][4 * q + i] = i < nq ? Row::scales(blk + size_t(i) * row_stride) : 0;
+                            }
+                            for (int c = 0; c < ntc; ++c) {
+                                const Act* yc = y[c] + (u0 + u) * Row::kAct;
+                                __m512i v[4];
+                                for (int i = 0; i < 4; ++i)
+                                    v[i] = i < nq ? Row::sums(blk + size_t(i) * row_stride, yc, k)
+                                                  : _mm512_setzero_si512();
+                                buf[c][u][q] = reduce_quad(v[0], v[1], v[2], v[3]);
+                            }
+                        }
+                        continue;
+                    }
+                    // Short rows: row by row, in memory order (a matrix's rows are
+                    // contiguous), left to the hardware prefetcher.
                     for (int i = 0; i < 4; ++i) {
                         const uint8_t* ri = row + size_t(i) * row_stride;
                         for (int u = 0; u < nu_c; ++u) {
