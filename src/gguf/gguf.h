@@ -224,7 +224,7 @@ public:
     std::vector<uint8_t> to_bytes() const;
 
     uint64_t alignment() const { return alignment_; }
-    size_t kv_count() const { return kvs_.size(); }
+    size_t kv_count() const { return kvs_.size() + (implicit_alignment_key() ? 1 : 0); }
     size_t tensor_count() const { return tensors_.size(); }
 
 private:
@@ -234,8 +234,9 @@ private:
     template <typename Sink> void emit(Sink& sink) const;
     uint64_t data_section_start(uint64_t header_bytes) const;
     Value own(const Value& v);
+    // An alignment other than 32 that no key set: written as the first key.
+    bool implicit_alignment_key() const { return alignment_ != 32 && !kv_pos_.count("general.alignment"); }
     uint64_t alignment_;
-    bool implicit_alignment_key_ = false;  // general.alignment written by the constructor only
     std::vector<std::pair<std::string, Value>> kvs_;
     std::vector<PendingTensor> tensors_;
     std::unordered_map<std::string, size_t> kv_pos_, tensor_pos_;

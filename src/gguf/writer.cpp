@@ -35,10 +35,6 @@ struct FileSink {
 
 Writer::Writer(uint64_t alignment) : alignment_(alignment) {
     check_alignment(alignment, kWho, "constructor");
-    if (alignment != 32) {
-        set_u32("general.alignment", static_cast<uint32_t>(alignment));
-        implicit_alignment_key_ = true;
-    }
 }
 
 // A deep copy whose strings the writer owns (the value was checked by check_value).
@@ -69,19 +65,7 @@ void Writer::set(const std::string& key, const Value& v) {
     if (key.empty()) fail("gguf writer: empty key name");
     check_value(v, key, kWho);
     Value owned = own(v);
-    if (key == "general.alignment") {
-        alignment_ = alignment_from_value(owned, kWho);
-        // The key the constructor wrote takes the place where it is first set explicitly
-        // (copy_kvs keeps the source's key order).
-        if (implicit_alignment_key_) {
-            implicit_alignment_key_ = false;
-            const size_t at = kv_pos_.at(key);
-            kvs_.erase(kvs_.begin() + static_cast<std::ptrdiff_t>(at));
-            kv_pos_.erase(key);
-            for (auto& [k, pos] : kv_pos_)
-                if (pos > at) --pos;
-        }
-    }
+    if (key == "general.alignment") alignment_ = alignment_from_value(owned, kWho);
     if (auto it = kv_pos_.find(key); it != kv_pos_.end()) {
         kvs_[it->second].second = std::move(owned);
         return;
@@ -129,7 +113,13 @@ void Writer::add_tensor(const std::string& name, DType type, const std::vector<i
 
 template <typename Sink>
 void Writer::emit(Sink& s) const {
-    put_header_start(s, tensors_.size(), kvs_.size());
+    put_header_start(s, tensors_.size(), kv_count());
+    if (implicit_alignment_key()) {
+        Value a;
+        a.type = ValueType::UINT32;
+        a.u = alignment_;
+        put_kv(s, "general.alignment", a);
+    }
     for (const auto& [key, v] : kvs_) put_kv(s, key, v);
     // Tensor data offsets (relative to the data section), each aligned.
     uint64_t off = 0;

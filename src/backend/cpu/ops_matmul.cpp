@@ -15,6 +15,7 @@
 // float steps, same K slices), so both paths give the same bits. Elsewhere both paths are
 // the row dot product. Threads split rows and tokens only, never K.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -45,13 +46,9 @@ uint8_t* panel_buffer(size_t n) {
     return buf.get(n);
 }
 
-// Below this much work (weight bytes x tokens) waking the other threads costs more than
-// it saves: tiny models run each matmul on the calling thread.
-constexpr double kParallelMinWork = 128 * 1024;
-
 template <class F>
 void split(ThreadPool& pool, int64_t n, double work, F&& fn) {
-    if (work < kParallelMinWork) fn(int64_t(0), n);
+    if (work < kMatmulParallelMinWork) fn(int64_t(0), n);
     else pool.parallel_for(n, fn);
 }
 
@@ -79,6 +76,12 @@ bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
     return T >= kGemmMinTokens && matmul_gemm_bits(kk, K);
 }
 
+void matmul_convert_row(const simd::TypeKernels& kk, const float* x, int64_t K, uint8_t* row, uint8_t* side) {
+    if (kk.act_type == DType::F32) std::memcpy(row, x, sizeof(float) * K);
+    else kk.quantize_act(x, row, K);
+    if (side) kk.gemm->prepare(row, K, side);
+}
+
 MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_row, int64_t K, int64_t T,
                          std::vector<uint8_t>& scratch, ThreadPool& pool) {
     MatmulAct a;
@@ -95,10 +98,9 @@ MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_r
     uint8_t* side = qa + a.act_row * T;
     const auto* xb = reinterpret_cast<const uint8_t*>(x);
     split(pool, T, double(K) * 4 * double(T), [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-            kk.quantize_act(reinterpret_cast<const float*>(xb + t * x_row), qa + t * a.act_row, K);
-            if (a.side_row) kk.gemm->prepare(qa + t * a.act_row, K, side + t * a.side_row);
-        }
+        for (int64_t t = t0; t < t1; ++t)
+            matmul_convert_row(kk, reinterpret_cast<const float*>(xb + t * x_row), K, qa + t * a.act_row,
+                               a.side_row ? side + t * a.side_row : nullptr);
     });
     a.act = qa;
     a.side = a.side_row ? side : nullptr;

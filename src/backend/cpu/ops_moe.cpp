@@ -77,8 +77,7 @@ namespace {
 void quantize_for_simd(const Tensor& w, const float* x, int64_t n, std::vector<uint8_t>& q) {
     const simd::TypeKernels& kk = simd::kernels(w.type);
     q.resize(row_bytes(kk.act_type, n));
-    if (kk.act_type == DType::F32) std::memcpy(q.data(), x, sizeof(float) * n);
-    else kk.quantize_act(x, q.data(), n);
+    matmul_convert_row(kk, x, n, q.data(), nullptr);
 }
 
 // The selected experts of T tokens, grouped by expert: the pairs (token, slot) are ordered
@@ -91,7 +90,9 @@ void quantize_for_simd(const Tensor& w, const float* x, int64_t n, std::vector<u
 struct ExpertPairs {
     std::vector<int64_t> start;    // [n_exp + 1]: the first pair of each expert
     std::vector<int32_t> token;    // token of pair p
+    std::vector<int32_t> expert;   // expert of pair p
     std::vector<int32_t> pair_of;  // pair of (t, slot i), at t * k + i
+    int64_t group_size(size_t p) const { return start[expert[p] + 1] - start[expert[p]]; }
 };
 
 // Pairs of tokens [t0, t0 + T) (numbered from 0).
@@ -104,12 +105,14 @@ void group_pairs(const Tensor& ids, int64_t t0, int64_t T, int k, int64_t n_exp,
     for (int64_t e = 0; e < n_exp; ++e) g.start[e + 1] += g.start[e];
     std::vector<int64_t> next(g.start.begin(), g.start.end() - 1);
     g.token.resize(static_cast<size_t>(T) * k);
+    g.expert.resize(static_cast<size_t>(T) * k);
     g.pair_of.resize(static_cast<size_t>(T) * k);
     for (int64_t t = 0; t < T; ++t) {
         const int32_t* sel = reinterpret_cast<const int32_t*>(ids.row(t0 + t));
         for (int i = 0; i < k; ++i) {
             const int64_t p = next[sel[i]]++;
             g.token[p] = static_cast<int32_t>(t);
+            g.expert[p] = sel[i];
             g.pair_of[t * k + i] = static_cast<int32_t>(p);
         }
     }
@@ -129,12 +132,11 @@ void size_pair_acts(const simd::TypeKernels& kk, int64_t K, size_t n_pairs, Pair
     if (a.side.size() < a.side_row * n_pairs) a.side.resize(a.side_row * n_pairs);
 }
 
-// Converts one float row for pair p (side data only where its group takes the packed path).
-void fill_pair_act(const simd::TypeKernels& kk, const float* x, int64_t K, bool packed, size_t p, PairActs& a) {
-    uint8_t* row = a.act.data() + p * a.act_row;
-    if (kk.act_type == DType::F32) std::memcpy(row, x, sizeof(float) * K);
-    else kk.quantize_act(x, row, K);
-    if (packed) kk.gemm->prepare(row, K, a.side.data() + p * a.side_row);
+// Converts pair p's float row, with side data where its group takes the packed path.
+void fill_pair_act(const simd::TypeKernels& kk, const float* x, int64_t K, const ExpertPairs& g, size_t p,
+                   PairActs& a) {
+    const bool packed = matmul_uses_gemm(kk, K, g.group_size(p));
+    matmul_convert_row(kk, x, K, a.act.data() + p * a.act_row, packed ? a.side.data() + p * a.side_row : nullptr);
 }
 
 MatmulAct group_act(const PairActs& a, int64_t p0) {
@@ -153,12 +155,21 @@ struct StackedProduct {
     float* out;
 };
 
-// Runs the products of several stacked weights over the expert groups in one parallel
-// section; threads take contiguous runs of units weighted by their work.
-void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g, ThreadPool& pool) {
+// The units of run_stacked's products (kept between calls: no allocation per step).
+struct StackedJobs {
     struct Job { int prod; int64_t expert, units; };
     std::vector<Job> jobs;
-    std::vector<double> cum{0.0};  // work before each unit (weight bytes x tokens)
+    std::vector<double> cum;  // work before each unit (weight bytes x tokens)
+};
+
+// Runs the products of several stacked weights over the expert groups in one parallel
+// section; threads take contiguous runs of units weighted by their work.
+void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g, StackedJobs& sj,
+                 ThreadPool& pool) {
+    auto& jobs = sj.jobs;
+    auto& cum = sj.cum;
+    jobs.clear();
+    cum.assign(1, 0.0);
     const int64_t n_exp = static_cast<int64_t>(g.start.size()) - 1;
     for (int j = 0; j < n_prods; ++j) {
         const Tensor& w = *prods[j].w;
@@ -179,7 +190,7 @@ void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g,
         while (ji < jobs.size() && first + jobs[ji].units <= u0) first += jobs[ji++].units;
         for (int64_t u = u0; u < u1; ++u) {
             while (u >= first + jobs[ji].units) first += jobs[ji++].units;
-            const Job& jb = jobs[ji];
+            const StackedJobs::Job& jb = jobs[ji];
             const StackedProduct& pr = prods[jb.prod];
             const Tensor& w = *pr.w;
             const int64_t p0 = g.start[jb.expert], c = g.start[jb.expert + 1] - p0;
@@ -188,7 +199,7 @@ void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g,
         }
     };
     if (total_units == 0) return;
-    if (cum.back() < 128.0 * 1024 || pool.size() == 1) {
+    if (cum.back() < kMatmulParallelMinWork || pool.size() == 1) {
         run_units(0, total_units);
         return;
     }
@@ -209,6 +220,7 @@ struct MoeScratch {
     ExpertPairs pairs;
     PairActs gate_acts, up_acts, down_acts;
     std::vector<float> gate_out, up_out, down_out;
+    StackedJobs jobs;
 };
 
 // Tokens [tok0, tok0 + T) of the node.
@@ -237,38 +249,30 @@ void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, i
     if (s.gate_out.size() < n_pairs * F) s.gate_out.resize(n_pairs * F);
     if (s.up_out.size() < n_pairs * F) s.up_out.resize(n_pairs * F);
     if (s.down_out.size() < n_pairs * E) s.down_out.resize(n_pairs * E);
-    // The expert of each pair (for the packed-path test of its group).
-    auto group_size = [&](size_t p) {
-        const auto it = std::upper_bound(g.start.begin(), g.start.end(), static_cast<int64_t>(p));
-        return *it - *(it - 1);
-    };
-
     // 1. The pairs' activations for gate and up.
     for_rows(pool, static_cast<int64_t>(n_pairs), E * 4, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             const float* xt = reinterpret_cast<const float*>(x.row(tok0 + g.token[p]));
-            const int64_t c = group_size(static_cast<size_t>(p));
-            fill_pair_act(kg, xt, E, matmul_uses_gemm(kg, E, c), static_cast<size_t>(p), s.gate_acts);
-            if (up_own) fill_pair_act(ku, xt, E, matmul_uses_gemm(ku, E, c), static_cast<size_t>(p), s.up_acts);
+            fill_pair_act(kg, xt, E, g, static_cast<size_t>(p), s.gate_acts);
+            if (up_own) fill_pair_act(ku, xt, E, g, static_cast<size_t>(p), s.up_acts);
         }
     });
     // 2. Gate and up products.
     const StackedProduct gu[2] = {{&gate, &s.gate_acts, s.gate_out.data()},
                                   {&up, up_own ? &s.up_acts : &s.gate_acts, s.up_out.data()}};
-    run_stacked(gu, 2, g, pool);
+    run_stacked(gu, 2, g, s.jobs, pool);
     // 3. act(gate, up), converted for the down matrix.
     for_rows(pool, static_cast<int64_t>(n_pairs), F * 8, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             float* h = s.gate_out.data() + p * F;
             const float* u = s.up_out.data() + p * F;
             for (int64_t j = 0; j < F; ++j) h[j] = act(h[j], u[j]);
-            fill_pair_act(kd, h, F, matmul_uses_gemm(kd, F, group_size(static_cast<size_t>(p))),
-                          static_cast<size_t>(p), s.down_acts);
+            fill_pair_act(kd, h, F, g, static_cast<size_t>(p), s.down_acts);
         }
     });
     // 4. Down products.
     const StackedProduct dn[1] = {{&down, &s.down_acts, s.down_out.data()}};
-    run_stacked(dn, 1, g, pool);
+    run_stacked(dn, 1, g, s.jobs, pool);
     // 5. The weighted sum, in selection order.
     for_rows(pool, T, E * k, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {

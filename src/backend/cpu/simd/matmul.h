@@ -16,6 +16,9 @@ namespace glia::cpu {
 
 inline constexpr int64_t kGemmMinTokens = 4;   // fewer tokens: row dot products
 inline constexpr int64_t kGemmSliceK = 512;    // K columns per packed slice (fits L1)
+// Below this much work (weight bytes x tokens) waking the other threads costs more than
+// it saves: tiny models run each matmul on the calling thread.
+inline constexpr double kMatmulParallelMinWork = 128 * 1024;
 
 // Activations converted for a matmul: rows of `act_row` bytes (the weight type's
 // vec_dot_type) plus, for the packed path, per-row side data.
@@ -32,6 +35,11 @@ struct MatmulAct {
 bool matmul_gemm_bits(const simd::TypeKernels& kk, int64_t K);
 // Whether T tokens take the packed GEMM itself.
 bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T);
+
+// One activation row of K floats converted for weights with kernels kk into `row`
+// (row_bytes(kk.act_type, K) bytes: quantized, or copied for F32 weights), plus the packed
+// path's side data when `side` is not null.
+void matmul_convert_row(const simd::TypeKernels& kk, const float* x, int64_t K, uint8_t* row, uint8_t* side);
 
 // Quantizes T rows of K floats (rows x_row bytes apart) into `scratch` (grown only when
 // too small). For F32 weights the rows are used in place.
