@@ -18,12 +18,11 @@ namespace {
 // then sleep. The spin budget adapts per waiter: it doubles when spinning paid off and
 // halves when the wait ended in a sleep anyway, so a thread on a busy machine (where the
 // thread it waits for is descheduled) stops burning the core other work needs, while an
-// idle machine gets spin-only hand-offs. PAUSE costs ~27 ns on the EPYC VMs we run on, so
-// the longest spin is ~0.2 ms: a decode step's gaps between ops (the caller's bookkeeping,
-// a one-thread op) stay under it. At 1 << 10 (~27 us) the workers slept and were woken by
-// futex between most ops of a step: qwen3-0.6b Q4_K_M tg64 on 2 threads 41-46 -> 50-67
-// t/s (bench/LOG.md, 2026-12-03).
-constexpr int kSpinMin = 1 << 4, kSpinMax = 1 << 13;
+// idle machine gets spin-only hand-offs. PAUSE costs ~27 ns on the EPYC VMs we run on
+// (~27 us at most). A spin of 1 << 13 (~0.2 ms) was measured faster on decode (bench/LOG.md,
+// 2026-12-03) but starved other threads of a loaded 2-core machine (a test's event
+// consumer fell 8 events behind the engine): longer spins need a yield first.
+constexpr int kSpinMin = 1 << 4, kSpinMax = 1 << 10;
 
 struct Spinner {
     int& budget;
