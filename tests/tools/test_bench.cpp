@@ -47,6 +47,27 @@ TEST(Bench, MarkdownTableAndErrors) {
     EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
 }
 
+// -d: each test again after that many tokens are in the cache, named as the reference names it.
+TEST(Bench, DepthRecords) {
+    std::string out;
+    const std::string model = shared_path("models/stories260K.gguf");
+    ASSERT_EQ(0, run_command(cat(glia_binary(), " bench ", model, " -p 8 -n 2 -d 0,40 -r 1 -t 1 --json"), &out)) << out;
+    const auto j = nlohmann::json::parse(out);
+    ASSERT_TRUE(j.is_array());
+    ASSERT_EQ(j.size(), 4u) << out;
+    const char* names[] = {"pp8", "tg2", "pp8 @ d40", "tg2 @ d40"};
+    const int depths[] = {0, 0, 40, 40};
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(j[i]["test"], names[i]) << j[i].dump();
+        EXPECT_EQ(j[i]["n_depth"], depths[i]) << j[i].dump();
+        EXPECT_GT(j[i]["median_ts"].get<double>(), 0.0);
+    }
+    EXPECT_NE(0, run_glia(cat("bench ", model, " -d 8,-1"), &out));
+    EXPECT_NE(out.find("-d"), std::string::npos) << out;
+    EXPECT_NE(0, run_glia(cat("bench ", model, " --parallel 2 -d 8"), &out));
+    EXPECT_NE(out.find("does not apply with --parallel"), std::string::npos) << out;
+}
+
 bool positive_finite(const nlohmann::json& v) {
     return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
 }

@@ -1,6 +1,8 @@
 // glia bench: prompt-processing (pp) and generation (tg) throughput, like the reference's
 // bench tool. pp<P>: one forward pass over P random tokens (only the last logits);
-// tg<N>: N single-token decodes starting from an empty context. Each test runs once as a
+// tg<N>: N single-token decodes starting from an empty context. -d D[,D...] runs each test
+// after D random tokens are already in the cache (filled untimed before every repetition,
+// in forward passes of -b tokens), named like the reference's "pp512 @ d4096". Each test runs once as a
 // warm-up, then -r times; the table shows the median and the sample standard deviation of
 // the per-repetition tokens/second. Tokens are random ids, so no tokenizer is involved.
 //
@@ -73,7 +75,7 @@ Stats stats(std::vector<double> x) {
 
 struct Result {
     std::string test;
-    int n_prompt = 0, n_gen = 0, n_threads = 0;
+    int n_prompt = 0, n_gen = 0, n_depth = 0, n_threads = 0;
     std::vector<double> ts;  // tokens/second per repetition
     std::vector<double> ns;  // nanoseconds per repetition
 };
@@ -306,6 +308,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
         .opt("-p,--n-prompt", "N[,N...]", "prompt-processing tests: tokens per forward pass (0 = none)", "512")
         .opt("-n,--n-gen", "N[,N...]", "generation tests: tokens decoded one at a time (0 = none)", "128")
+        .opt("-d,--n-depth", "N[,N...]",
+             "tokens already in the cache when each pp/tg test starts (filled untimed before every repetition)", "0")
         .opt("-r,--repetitions", "N", "timed repetitions per test (after one warm-up)", "3")
         .opt("-t,--threads", "N[,N...]", "CPU threads (0 = all cores)", "0")
         .opt("-b,--batch-size", "N",
@@ -330,6 +334,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     if (batched) {
         if (a.has("-p")) fail("-p/--n-prompt does not apply with --parallel; use --pp");
         if (a.has("-n")) fail("-n/--n-gen does not apply with --parallel; use --tg");
+        if (a.has("-d")) fail("-d/--n-depth does not apply with --parallel");
         // Check the list before loading the model.
         if (int_list(a, "--parallel", 1).empty())
             fail("option --parallel expects a comma-separated list of integers >= 1, got an empty list");
@@ -339,6 +344,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         if (a.has("--check-alone")) fail("--check-alone needs --parallel (it compares batched sequences with each alone)");
     }
     const std::vector<int> pps = int_list(a, "-p", 0), tgs = int_list(a, "-n", 0), threads = int_list(a, "-t", 0);
+    const std::vector<int> depths = batched ? std::vector<int>{0} : int_list(a, "-d", 0);
     for (int t : threads)
         if (t > kMaxThreads) fail("--threads must be between 0 and ", kMaxThreads, ", got ", t);
     const long long reps = a.integer("-r");
@@ -374,24 +380,29 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const char* backend_name = gpu_layers_option(a) > 0 && cuda_device_count() > 0 ? "CUDA" : "CPU";
     std::vector<Result> results;
     for (int nt : threads) {
-        struct Test { int p, n; };
+        struct Test { int p, n, d; };
         std::vector<Test> tests;
-        for (int p : pps) if (p > 0) tests.push_back({p, 0});
-        for (int n : tgs) if (n > 0) tests.push_back({0, n});
+        for (int d : depths) {
+            for (int p : pps) if (p > 0) tests.push_back({p, 0, d});
+            for (int n : tgs) if (n > 0) tests.push_back({0, n, d});
+        }
         for (const Test& t : tests) {
             SessionOptions so;
-            so.n_ctx = std::max(t.p + t.n, 16);
+            so.n_ctx = std::max(t.d + t.p + t.n, 16);
             so.n_threads = nt;
-            so.n_batch = static_cast<int>(std::min<long long>(n_batch, std::max(t.p, 1)));
+            so.n_batch = static_cast<int>(std::min<long long>(n_batch, std::max(std::max(t.p, t.d), 1)));
             use_devices(a, *model, so.n_ctx, 1, so);
             Session s(*model, so);
             Result r;
             r.n_prompt = t.p;
             r.n_gen = t.n;
+            r.n_depth = t.d;
             r.n_threads = nt > 0 ? nt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
             r.test = t.p ? cat("pp", t.p) : cat("tg", t.n);
+            if (t.d > 0) r.test += cat(" @ d", t.d);
             auto run_once = [&](bool timed) {
                 s.reset();
+                if (t.d > 0) s.decode(random_tokens(t.d), false);  // the cache's depth, untimed
                 if (t.p) {
                     const auto toks = random_tokens(t.p);
                     const auto t0 = clock::now();
@@ -412,15 +423,15 @@ int cmd_bench(const std::vector<std::string>& argv) {
             if (!json) {
                 const Stats st = stats(r.ts);
                 if (results.empty()) {
-                    std::printf("| %-28s | %10s | %10s | %-7s | %7s | %12s | %20s |\n", "model", "size", "params", "backend",
+                    std::printf("| %-28s | %10s | %10s | %-7s | %7s | %14s | %20s |\n", "model", "size", "params", "backend",
                                 "threads", "test", "t/s (median ± sd)");
                     std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(28, '-').c_str(),
                                 std::string(9, '-').c_str(), std::string(9, '-').c_str(), std::string(7, '-').c_str(),
-                                std::string(6, '-').c_str(), std::string(11, '-').c_str(), std::string(19, '-').c_str());
+                                std::string(6, '-').c_str(), std::string(13, '-').c_str(), std::string(19, '-').c_str());
                 }
                 char ts[64];
                 std::snprintf(ts, sizeof ts, "%.2f ± %.2f", st.median, st.sd);
-                std::printf("| %-28s | %10s | %10s | %-7s | %7d | %12s | %20s |\n", model_type.c_str(),
+                std::printf("| %-28s | %10s | %10s | %-7s | %7d | %14s | %20s |\n", model_type.c_str(),
                             human_size(model_bytes).c_str(), human_params(n_params).c_str(), backend_name, r.n_threads,
                             r.test.c_str(), ts);
                 std::fflush(stdout);
@@ -444,6 +455,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 .key("n_batch").value(static_cast<int64_t>(n_batch))
                 .key("n_prompt").value(static_cast<int64_t>(r.n_prompt))
                 .key("n_gen").value(static_cast<int64_t>(r.n_gen))
+                .key("n_depth").value(static_cast<int64_t>(r.n_depth))
                 .key("test").value(r.test)
                 .key("repetitions").value(static_cast<int64_t>(r.ts.size()))
                 .key("avg_ns").value(sn.avg, 9)
