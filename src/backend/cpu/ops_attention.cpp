@@ -23,7 +23,7 @@ namespace {
 // `group` query heads that share a KV head, so each key and value row is read once per
 // tile. Within a tile each query sees only its own causal (and window) range.
 constexpr int64_t kTileTokens = 16;
-constexpr int kTileMinQueries = 8;  // smaller tiles (decode) take the per-query kernels
+constexpr int kPrefillQueries = 8;  // tiles of fewer queries (decode) split their KV heads among threads
 
 // One sequence of the batch: its tokens (indices into the batch, in order), the cache rows
 // it may see (one pointer per position, through its page table) and its first tile.
@@ -126,11 +126,11 @@ void op_attention(const Node& n, ThreadPool& pool) {
     Tensor& out = *n.out;
     const int64_t n_gtiles = static_cast<int64_t>(seq_of_tile.size());
     // Prefill tiles: one job per (tile, KV head). Decode-sized tiles: one job per (tile,
-    // range of KV heads), cells outermost, so every cache row (all heads) is streamed once
-    // and contiguously; heads are split only as far as needed to occupy the threads.
+    // range of KV heads), the heads split only as far as needed to occupy the threads.
+    // (Jobs only share out the work: every (tile, head) is computed the same way.)
     const bool any_prefill = [&] {
         for (const SeqInfo& si : seqs)
-            if (std::min<int64_t>(si.n_tok, kTileTokens) * group >= kTileMinQueries) return true;
+            if (std::min<int64_t>(si.n_tok, kTileTokens) * group >= kPrefillQueries) return true;
         return false;
     }();
     const int64_t kv_split =
@@ -138,7 +138,7 @@ void op_attention(const Node& n, ThreadPool& pool) {
     const int64_t n_jobs = n_gtiles * kv_split;
     {
         pool.run([&](int ith, int nth) {
-            thread_local std::vector<float> qbuf, sbuf, acc;
+            thread_local std::vector<float> qbuf, acc;
             thread_local std::vector<int> lo_hi;
             for (int64_t job = ith; job < n_jobs; job += nth) {
                 const int64_t gtile = job / kv_split, part = job % kv_split;
@@ -170,8 +170,11 @@ void op_attention(const Node& n, ThreadPool& pool) {
                             const float* qs = reinterpret_cast<const float*>(q.row(head, toks_s[i0 + i]));
                             vm.round_f16(qs, &qbuf[((h * nt + i) * group + g) * hd], hd);
                         }
-                if (nq >= kTileMinQueries) {
-                    // Prefill: one kernel call per head's tile.
+                {
+                    // One tile kernel call per head, for prompts and decode alike: a query's
+                    // bits depend only on its own position and the cache (the per-query
+                    // kernels sum in another order, so a history decoded token by token
+                    // differed from the same history prefilled: PrefillDecodeBits.*).
                     lo_hi.resize(2 * static_cast<size_t>(nq));
                     for (int j = 0; j < nq; ++j) {
                         const int p = pos[toks_s[i0 + j / group]];
@@ -196,33 +199,6 @@ void op_attention(const Node& n, ThreadPool& pool) {
                         at.out = &acc[static_cast<size_t>(h * nq) * hd_v];
                         at.out_stride = static_cast<size_t>(hd_v);
                         kern.tile(at);
-                    }
-                } else {
-                    constexpr int kCells = 16;  // cells per block of the cell loop
-                    sbuf.resize(static_cast<size_t>(nh * nq) * nc);
-                    for (int c0 = 0; c0 < nc; c0 += kCells) {
-                        const int m = std::min(kCells, nc - c0);
-                        for (int64_t h = 0; h < nh; ++h)
-                            kern.scores(static_cast<int>(hd), nq, &qbuf[static_cast<size_t>(h * nq) * hd],
-                                        krows_s + c_lo + c0, (kv0 + h) * hd, m,
-                                        &sbuf[static_cast<size_t>(h * nq) * nc + c0], nc);
-                    }
-                    for (int64_t h = 0; h < nh; ++h)
-                        for (int j = 0; j < nq; ++j) {
-                            const int p = pos[toks_s[i0 + j / group]];
-                            const int lo = ap.window > 0 ? std::max(0, p - ap.window + 1) : 0;
-                            float* sj = &sbuf[static_cast<size_t>(h * nq + j) * nc];
-                            std::fill(sj, sj + (lo - c_lo), 0.0f);
-                            kern.softmax(sj + (lo - c_lo), p + 1 - lo, ap.scale, ap.softcap);
-                            std::fill(sj + (p + 1 - c_lo), sj + nc, 0.0f);
-                        }
-                    std::fill(acc.begin(), acc.end(), 0.0f);
-                    for (int c0 = 0; c0 < nc; c0 += kCells) {
-                        const int m = std::min(kCells, nc - c0);
-                        for (int64_t h = 0; h < nh; ++h)
-                            kern.weighted_sum(static_cast<int>(hd_v), nq, &sbuf[static_cast<size_t>(h * nq) * nc + c0],
-                                              nc, vrows_s + c_lo + c0, (kv0 + h) * hd_v, m,
-                                              &acc[static_cast<size_t>(h * nq) * hd_v]);
                     }
                 }
                 for (int64_t h = 0; h < nh; ++h)
