@@ -1,8 +1,12 @@
 // libFuzzer target for the HTTP front end: raw bytes from a client, through our connection
-// handling (connection.cpp: request deadlines, header limit, pipelining), httplib's request
-// parser, the routes, authentication, body reading (Content-Length, chunked, limits) and
-// the OpenAI layer, to the engine, on a tiny model ($FUZZ_MODEL, default
-// $GLIA_SHARED/models/stories260K.gguf).
+// handling (connection.cpp: request deadlines, the head check of request_head.h, body
+// framing, pipelining), httplib's request parser, the Host/Origin policy, the routes,
+// authentication, body reading (Content-Length, chunked, limits) and the OpenAI layer, to
+// the engine, on a tiny model ($FUZZ_MODEL, default $GLIA_SHARED/models/stories260K.gguf).
+//
+// Before that, the head check itself: read whole or in two pieces (split where the input's
+// first byte says) it must give the same verdict, and a chunked body's end must be found
+// the same fed at once or a byte at a time; a difference aborts (a finding).
 //
 // Each input is one connection: the bytes are written to one end of a socket pair whose
 // writing side is then closed (so requests that would generate see their client gone
@@ -15,12 +19,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "server/request_head.h"
 #include "server/server.h"
 
 using namespace glia;
@@ -64,7 +70,37 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     return 0;
 }
 
+namespace {
+
+void check_head_reader(std::string_view in) {
+    using namespace glia::server;
+    HeadLimits limits;
+    limits.max_line = 512;  // small limits, so that the fuzzer reaches them
+    limits.max_field = 256;
+    limits.max_head = 2048;
+    RequestHead whole, parts;
+    HeadReader a(limits), b(limits);
+    const HeadReader::Result ra = a.scan(in, whole);
+    const size_t split = in.empty() ? 0 : static_cast<unsigned char>(in[0]) % (in.size() + 1);
+    HeadReader::Result rb = b.scan(in.substr(0, split), parts);
+    if (rb == HeadReader::NEED_MORE) rb = b.scan(in, parts);
+    if (ra != rb || whole.status != parts.status || whole.framing != parts.framing || whole.length != parts.length ||
+        whole.head_bytes != parts.head_bytes)
+        std::abort();
+    if (ra == HeadReader::DONE && whole.status == 0 && whole.framing == BodyFraming::CHUNKED) {
+        const std::string_view body = in.substr(whole.head_bytes);
+        ChunkedEnd at_once, bytewise;
+        const size_t n = at_once.feed(body.data(), body.size());
+        size_t m = 0;
+        while (m < body.size() && !bytewise.done() && !bytewise.bad()) m += bytewise.feed(body.data() + m, 1);
+        if (at_once.done() != bytewise.done() || (at_once.done() && n != m)) std::abort();
+    }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    check_head_reader(std::string_view(reinterpret_cast<const char*>(data), size));
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
     // The whole input fits the socket's buffer (fuzz.sh caps inputs well below it).

@@ -10,6 +10,8 @@ types, out-of-range values, unknown routes, garbage bytes). Then checks:
   - every greedy answer equals the same prompt's answer computed alone beforehand (and a
     stop string cuts that answer where it first appears);
   - every bad request gets a 4xx (never a 5xx, never a dropped connection);
+  - no response at all is 503 (busy): requests whose client finished or went away stop
+    counting as in flight (run with --max-concurrent at --concurrency to make it tight);
   - afterwards: no request running or waiting, KV-cache blocks in use back to 0 (/metrics),
     RSS flat (after the run vs. after a warm-up tenth), threads and open file
     descriptors back to their level before the load.
@@ -18,6 +20,7 @@ Prints the figures and exits non-zero on any failure.
 
   scripts/soak.py [--glia build/glia] [--model ../shared/models/stories260K.gguf]
                   [--requests 10000] [--concurrency 64] [--parallel 8] [--seed 1]
+                  [--max-concurrent N]
 """
 import argparse
 import http.client
@@ -58,6 +61,8 @@ class Server:
     def __init__(self, args):
         cmd = [args.glia, "serve", args.model, "--port", "0", "-np", str(args.parallel), "-c", str(args.ctx),
                "-t", str(args.threads), "--max-tokens-limit", "64"]
+        if args.max_concurrent > 0:
+            cmd += ["--max-concurrent", str(args.max_concurrent)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.port = None
         self.stderr_tail = []
@@ -202,7 +207,7 @@ def disconnect(port, rng, endpoint, prompt):
     try:
         stream = rng.random() < 0.5
         b = json.dumps(body_for(endpoint, prompt, stream, {"max_tokens": 48}))
-        s.sendall((f"POST {PATHS[endpoint]} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall((f"POST {PATHS[endpoint]} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
                    f"Content-Length: {len(b)}\r\n\r\n{b}").encode())
         if stream:
             for _ in range(rng.randrange(1, 4)):
@@ -230,6 +235,9 @@ def main():
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-concurrent", type=int, default=0,
+                    help="the server's --max-concurrent (0: its default); with --concurrency at or below it, "
+                         "no request may be refused as busy (a client's finished or abandoned requests must not count)")
     ap.add_argument("--rss-slack-kib", type=int, default=16384, help="RSS growth allowed after the warm-up")
     args = ap.parse_args()
 
@@ -328,6 +336,11 @@ def main():
         if m.get("glia_requests_running", 0) != 0 or m.get("glia_queue_depth", 0) != 0:
             fail(f"requests still running/waiting after the load: {m.get('glia_requests_running')} / "
                  f"{m.get('glia_queue_depth')}")
+        # At most --concurrency connections at once, each waiting for its answer or gone:
+        # never more requests in flight than that, so none may be refused as busy.
+        busy = m.get('glia_http_responses_total{code="503"}', 0)
+        if busy:
+            fail(f"{busy:.0f} responses were 503 (busy) with {args.concurrency} connections")
         if m.get("glia_kv_cache_blocks_used", -1) != 0:
             fail(f"KV-cache blocks in use after the load: {m.get('glia_kv_cache_blocks_used')}")
         if end["threads"] > base["threads"] + 4:
@@ -347,6 +360,8 @@ def main():
     print(f"soak: {args.requests} requests at {args.concurrency} connections in {load_s:.1f} s "
           f"({args.requests / load_s:.0f} req/s; server -np {args.parallel}, total {time.time() - t_start:.0f} s)")
     print("soak: kinds " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" (good {good})")
+    statuses = {k.split('"')[1]: v for k, v in m.items() if k.startswith("glia_http_responses_total{")}
+    print("soak: HTTP statuses " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(statuses.items())))
     print(f"soak: engine: finished {m.get('glia_requests_finished_total', 0):.0f}, cancelled "
           f"{m.get('glia_requests_cancelled_total', 0):.0f}, rejected {m.get('glia_requests_rejected_total', 0):.0f}, "
           f"overrun {m.get('glia_requests_overrun_total', 0):.0f}; KV blocks used after: "

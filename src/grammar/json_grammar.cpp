@@ -1,22 +1,70 @@
 #include "grammar/json_grammar.h"
 
 #include <algorithm>
-#include <functional>
+#include <cmath>
 
 #include "core/error.h"
 
 namespace glia::grammar {
 
+namespace {
+
+// An object's required count within its keys, and the trie of its keys' texts.
+void index_keys(Node& n) {
+    if (n.kind != Kind::OBJECT) return;
+    n.required = std::clamp(n.required, 0, static_cast<int>(n.keys.size()));
+    n.key_trie.clear();
+    if (n.keys.empty()) return;
+    n.key_trie.emplace_back();
+    for (size_t i = 0; i < n.keys.size(); ++i) {
+        int t = 0;
+        n.key_trie[0].last = static_cast<int>(i);
+        for (const char ch : n.keys[i]) {
+            const uint8_t c = static_cast<uint8_t>(ch);
+            int child = -1;
+            for (const auto& [b, id] : n.key_trie[t].next)
+                if (b == c) child = id;
+            if (child < 0) {
+                child = static_cast<int>(n.key_trie.size());
+                n.key_trie[t].next.emplace_back(c, child);
+                n.key_trie.emplace_back();
+            }
+            t = child;
+            n.key_trie[t].last = static_cast<int>(i);
+        }
+        if (n.key_trie[t].end >= 0) fail("grammar: an object lists the key \"", n.keys[i], "\" twice");
+        n.key_trie[t].end = static_cast<int>(i);
+    }
+}
+
+}  // namespace
+
 int Grammar::add(Node n) {
+    index_keys(n);
     nodes_.push_back(std::move(n));
     return static_cast<int>(nodes_.size()) - 1;
+}
+
+void Grammar::set(int id, Node n) {
+    index_keys(n);
+    nodes_.at(id) = std::move(n);
 }
 
 int Grammar::literals(std::vector<std::string> texts) {
     Node n;
     n.kind = Kind::LITERALS;
-    n.literals = std::move(texts);
-    return add(std::move(n));
+    if (texts.size() <= size_t(kMaxLiterals)) {
+        n.literals = std::move(texts);
+        return add(std::move(n));
+    }
+    // Groups of kMaxLiterals (a candidate set is one 64-bit word) under one anyOf.
+    Node any;
+    any.kind = Kind::ANY_OF;
+    for (size_t i = 0; i < texts.size(); i += kMaxLiterals) {
+        n.literals.assign(texts.begin() + i, texts.begin() + std::min(texts.size(), i + kMaxLiterals));
+        any.alternatives.push_back(add(n));
+    }
+    return add(std::move(any));
 }
 
 int Grammar::string(int min_length, int max_length) {
@@ -65,12 +113,17 @@ void Grammar::validate() const {
         switch (n.kind) {
             case Kind::OBJECT:
                 if (n.keys.size() != n.values.size()) fail("grammar: an object has ", n.keys.size(), " keys but ", n.values.size(), " values");
-                if (n.keys.size() > size_t(kMaxKeys)) fail("grammar: an object has more than ", kMaxKeys, " known keys");
+                if (n.required < 0 || n.required > static_cast<int>(n.keys.size()))
+                    fail("grammar: an object requires ", n.required, " of its ", n.keys.size(), " keys");
+                if (n.keys.empty() != n.key_trie.empty()) fail("grammar: an object's keys are not indexed");
                 for (int v : n.values) check(v, "a property");
                 if (n.additional >= 0) check(n.additional, "additionalProperties");
                 break;
             case Kind::ARRAY:
-                check(n.items, "items");
+                if (n.items >= 0) check(n.items, "items");
+                else if (n.max_items < 0 || n.max_items > static_cast<int>(n.prefix.size()))
+                    fail("grammar: an array without items may hold more than its prefixItems");
+                for (int v : n.prefix) check(v, "prefixItems");
                 if (n.max_items >= 0 && n.max_items < n.min_items) fail("grammar: maxItems below minItems");
                 break;
             case Kind::STRING:
@@ -90,17 +143,29 @@ void Grammar::validate() const {
             default: break;
         }
     }
-    // An anyOf that reaches itself through anyOfs alone would expand forever.
+    // An anyOf that reaches itself through anyOfs alone would expand forever (a
+    // depth-first search without recursion: a node is on the path while marked 1).
     std::vector<int> mark(nodes_.size(), 0);
-    std::function<void(int)> visit = [&](int id) {
-        if (nodes_[id].kind != Kind::ANY_OF) return;
-        if (mark[id] == 1) fail("grammar: anyOf refers to itself without reading anything");
-        if (mark[id] == 2) return;
-        mark[id] = 1;
-        for (int a : nodes_[id].alternatives) visit(a);
-        mark[id] = 2;
-    };
-    for (int i = 0; i < size(); ++i) visit(i);
+    std::vector<std::pair<int, size_t>> path;  // (anyOf, next alternative)
+    for (int i = 0; i < size(); ++i) {
+        if (nodes_[i].kind != Kind::ANY_OF || mark[i]) continue;
+        mark[i] = 1;
+        path.assign(1, {i, 0});
+        while (!path.empty()) {
+            auto& [id, next] = path.back();
+            const auto& alts = nodes_[id].alternatives;
+            if (next == alts.size()) {
+                mark[id] = 2;
+                path.pop_back();
+                continue;
+            }
+            const int a = alts[next++];
+            if (nodes_[a].kind != Kind::ANY_OF || mark[a] == 2) continue;
+            if (mark[a] == 1) fail("grammar: anyOf refers to itself without reading anything");
+            mark[a] = 1;
+            path.emplace_back(a, 0);
+        }
+    }
 }
 
 size_t State::add(const Stack& s) {
@@ -118,15 +183,20 @@ namespace {
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-// Whitespace inside a container: spaces, tabs and at most one newline per run, of at most
-// kMaxWhitespace bytes (compact and indented JSON both fit; endless padding does not).
+// Whitespace inside a container, in the shape the reference's grammars allow: one space,
+// or a newline and then spaces and tabs (indentation), kMaxWhitespace bytes at most. A
+// model that favours whitespace cannot pad between tokens: no tab without a newline
+// before it, one newline per run, no run longer than the bound.
 constexpr uint16_t kNewlineSeen = 0x8000;
 bool take_ws(Frame& f, uint8_t c) {
+    const int n = f.ws & ~kNewlineSeen;
     if (c != ' ' && c != '\t' && c != '\n') return false;
-    if ((f.ws & ~kNewlineSeen) >= kMaxWhitespace) return false;
-    if (c == '\n') {
-        if (f.ws & kNewlineSeen) return false;
-        f.ws |= kNewlineSeen;
+    if (n >= kMaxWhitespace) return false;
+    if (n == 0) {
+        if (c == '\t') return false;
+        if (c == '\n') f.ws |= kNewlineSeen;
+    } else if (!(f.ws & kNewlineSeen) || c == '\n') {
+        return false;  // after a lone space nothing more; one newline per run
     }
     ++f.ws;
     return true;
@@ -266,6 +336,133 @@ Act step_string(const Node& n, Frame& f, uint8_t c) {
     }
 }
 
+// A string with a pattern: step_string's syntax, and each character (a code point,
+// written raw or escaped) steps the pattern's automaton in f.mask. A byte that begins or
+// continues a character is taken only when some character it may still become is one the
+// pattern takes next. f.bloom: the bits of the character read so far.
+Act step_pattern_string(const Node& n, Frame& f, uint8_t c) {
+    const Regex& re = *n.pattern;
+    Frame t = f;
+    const Act a = step_string(n, t, c);
+    if (a == Act::REJECT) return a;
+    if (a == Act::END_TAKEN) return re.accepts(f.mask) ? a : Act::REJECT;
+    uint32_t lo = 0, hi = 0xFFFF;
+    bool whole = false;
+    switch (f.phase) {
+        case 0: f = t; return a;
+        case 1:
+            if (f.u8_need) {  // a continuation byte
+                const uint32_t cp = static_cast<uint32_t>(f.bloom) << 6 | (c & 0x3F);
+                t.bloom = cp;
+                whole = t.u8_need == 0;
+                lo = cp << 6 * t.u8_need;
+                hi = lo | ((1u << 6 * t.u8_need) - 1);
+            } else if (c != '\\') {  // a whole ASCII character or a lead byte
+                const uint32_t bits = t.u8_need ? c & (0x3F >> t.u8_need) : c;
+                t.bloom = bits;
+                whole = t.u8_need == 0;
+                lo = bits << 6 * t.u8_need;
+                hi = lo | ((1u << 6 * t.u8_need) - 1);
+            }  // a backslash: some escape may follow (any BMP character)
+            break;
+        case 2:  // after the backslash
+            if (c == 'u') {
+                t.bloom = 0;
+            } else {
+                whole = true;
+                lo = c == 'b' ? 8 : c == 'f' ? 12 : c == 'n' ? 10 : c == 'r' ? 13 : c == 't' ? 9 : c;
+            }
+            break;
+        default: {  // a hex digit of \u; t.u8_need digits follow it
+            const uint32_t d = is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+            const uint32_t v = static_cast<uint32_t>(f.bloom) << 4 | d;
+            t.bloom = v;
+            whole = t.u8_need == 0;
+            lo = v << 4 * t.u8_need;
+            hi = lo | ((1u << 4 * t.u8_need) - 1);
+        }
+    }
+    if (whole) {
+        const uint64_t m = re.step(f.mask, lo);
+        if (!m) return Act::REJECT;
+        t.mask = m;
+        t.bloom = 0;
+    } else if (!re.may_take(f.mask, lo, hi)) {
+        return Act::REJECT;
+    }
+    f = t;
+    return a;
+}
+
+double pow10i(int k) {
+    double p = 1;
+    for (; k > 0; --k) p *= 10;
+    return p;
+}
+
+// Some value of [a, b] (magnitudes; negated for a '-') is within the node's bounds.
+bool meets_bounds(const Node& n, bool neg, double a, double b) {
+    const double lo = neg ? -b : a, hi = neg ? -a : b;
+    if (n.has_min && (n.min_exclusive ? hi <= n.minimum : hi < n.minimum)) return false;
+    if (n.has_max && (n.max_exclusive ? lo >= n.maximum : lo > n.maximum)) return false;
+    return true;
+}
+
+// A bounded number's value so far: integer part in f.mask, fraction in f.bloom (f.u8_need
+// digits), sign in f.flag.
+double bounded_value(const Frame& f) {
+    return static_cast<double>(f.mask) + (f.u8_need ? static_cast<double>(f.bloom) / pow10i(f.u8_need) : 0.0);
+}
+
+bool bounded_value_ok(const Node& n, const Frame& f) {
+    const double v = bounded_value(f);
+    return meets_bounds(n, f.flag, v, v);
+}
+
+// A number with bounds: step_number's syntax without an exponent, at most
+// kMaxBoundedDigits digits before and after the point (f.u8_lo counts those before); a
+// byte is taken only when some value it may lead to is within the bounds, and the number
+// ends only within them.
+Act step_bounded(const Node& n, bool integer, Frame& f, uint8_t c) {
+    Frame t = f;
+    const Act a = c == 'e' || c == 'E' ? (number_may_end(f) ? Act::END_REFEED : Act::REJECT) : step_number(integer, t, c);
+    if (a == Act::REJECT) return a;
+    if (a != Act::TAKEN) return bounded_value_ok(n, f) ? a : Act::REJECT;
+    if (c == '-') {
+        t.flag = 1;
+    } else if (t.phase == 2 || t.phase == 3) {
+        if (t.u8_lo >= kMaxBoundedDigits) return Act::REJECT;
+        t.mask = t.mask * 10 + (c - '0');
+        ++t.u8_lo;
+    } else if (t.phase == 5) {
+        if (t.u8_need >= kMaxBoundedDigits) return Act::REJECT;
+        t.bloom = t.bloom * 10 + (c - '0');
+        ++t.u8_need;
+    }
+    const bool neg = t.flag;
+    const double m = static_cast<double>(t.mask);
+    const int iroom = (integer ? kMaxIntegerDigits - (neg ? 1 : 0) : kMaxBoundedDigits) - t.u8_lo;
+    const double tiny = integer ? 1.0 : 1.0 / pow10i(kMaxBoundedDigits);  // the last digit's step
+    bool ok = false;
+    switch (t.phase) {
+        case 1: ok = meets_bounds(n, neg, 0, pow10i(iroom) - tiny); break;
+        case 2: ok = meets_bounds(n, neg, 0, integer ? 0 : 1 - tiny); break;
+        case 3:
+            for (int k = 0; k <= iroom && !ok; ++k) ok = meets_bounds(n, neg, m * pow10i(k), (m + 1) * pow10i(k) - tiny);
+            break;
+        case 4: ok = meets_bounds(n, neg, m, m + 1 - tiny); break;
+        case 5: {
+            const double q = pow10i(t.u8_need), v = bounded_value(t);
+            ok = meets_bounds(n, neg, v, t.u8_need < kMaxBoundedDigits ? m + (static_cast<double>(t.bloom) + 1) / q - tiny : v);
+            break;
+        }
+        default: break;
+    }
+    if (!ok) return Act::REJECT;
+    f = t;
+    return a;
+}
+
 // An object key (the opening quote already read). Candidates: known keys whose text
 // starts with what was read; kFreeKey: another key (no escapes) is still possible.
 uint64_t bloom_bits(uint64_t h) {
@@ -273,20 +470,36 @@ uint64_t bloom_bits(uint64_t h) {
     return (1ull << (h >> 58)) | (1ull << ((h >> 52) & 63));
 }
 
-Act step_key(const Node& obj, uint64_t seen, uint64_t obj_bloom, Frame& f, uint8_t c) {
-    uint64_t next = 0;
-    for (size_t i = 0; i < obj.keys.size(); ++i)
-        if ((f.mask >> i & 1) && obj.keys[i].size() > size_t(f.count) && uint8_t(obj.keys[i][f.count]) == c)
-            next |= 1ull << i;
+// `pos`: the object's position in its key list. While required keys are due (pos below
+// `required`) only keys[pos] may come; after them any later known key (f.mask walks the
+// trie of all keys), or another key where kFreeKey allows it. A key's text that is a
+// known key before pos is a repeat or out of order: refused.
+Act step_key(const Node& obj, uint64_t pos, uint64_t obj_bloom, Frame& f, uint8_t c) {
+    if (pos < uint64_t(obj.required)) {
+        const std::string& k = obj.keys[pos];
+        if (size_t(f.count) == k.size()) {
+            if (c != '"') return Act::REJECT;
+            f.current = static_cast<int32_t>(pos);
+            return Act::END_TAKEN;
+        }
+        if (uint8_t(k[f.count]) != c) return Act::REJECT;
+        ++f.count;
+        return Act::TAKEN;
+    }
+    int next = -1;  // the trie node after c (every known key: another key must not be one)
+    if (f.mask)
+        for (const auto& [b, id] : obj.key_trie[f.mask - 1].next)
+            if (b == c) next = id;
+    const bool known_ok = next >= 0 && uint64_t(obj.key_trie[next].last) >= pos;  // a key allowed here goes on
     // A quote inside a known key's text is escaped (a candidate goes on with it);
     // otherwise it closes the key.
-    if (c == '"' && f.u8_need == 0 && !(next & ~seen)) {
-        for (size_t i = 0; i < obj.keys.size(); ++i)
-            if ((f.mask >> i & 1) && obj.keys[i].size() == size_t(f.count)) {
-                if (seen >> i & 1) return Act::REJECT;  // a duplicate key
-                f.current = static_cast<int32_t>(i);
-                return Act::END_TAKEN;
-            }
+    if (c == '"' && f.u8_need == 0 && !known_ok) {
+        const int known = f.mask ? obj.key_trie[f.mask - 1].end : -1;
+        if (known >= 0) {
+            if (uint64_t(known) < pos) return Act::REJECT;  // written already, or skipped
+            f.current = known;
+            return Act::END_TAKEN;
+        }
         if (!(f.flag & kFreeKey)) return Act::REJECT;
         if ((obj_bloom & bloom_bits(f.bloom)) == bloom_bits(f.bloom)) return Act::REJECT;  // seen (or a false positive)
         f.current = -1;
@@ -301,21 +514,19 @@ Act step_key(const Node& obj, uint64_t seen, uint64_t obj_bloom, Frame& f, uint8
         f.flag &= ~kFreeKey;
         f.u8_need = 0;
     }
-    if (!free_ok && !(next & ~seen)) return Act::REJECT;
-    f.mask = next;
+    if (!free_ok && !known_ok) return Act::REJECT;
+    f.mask = next >= 0 ? uint64_t(next) + 1 : 0;  // 0: off the trie, no known key
     f.bloom = (f.bloom ^ c) * 0x100000001B3ull;
     ++f.count;
     return Act::TAKEN;
 }
 
-bool more_keys_possible(const Node& n, const Frame& f) {
-    return n.additional >= 0 || (f.mask & low_bits(n.keys.size())) != low_bits(n.keys.size());
-}
+bool more_keys_possible(const Node& n, const Frame& f) { return n.additional >= 0 || f.mask < n.keys.size(); }
 
 // Object phases: 0 before '{', 1 after '{', 2 after a key, 3 after ':', 4 after a value,
-// 5 after ','.
+// 5 after ','. f.mask: the position in the key list.
 Act step_object(const Node& n, Frame& f, uint8_t c) {
-    const bool can_close = (n.required & ~f.mask) == 0;
+    const bool can_close = f.mask >= uint64_t(n.required);
     switch (f.phase) {
         case 0:
             if (c != '{') return Act::REJECT;
@@ -380,6 +591,8 @@ Frame value_frame(const Grammar& g, int node) {
     f.node = node;
     const Node& n = g.node(node);
     if (n.kind == Kind::LITERALS) f.mask = low_bits(n.literals.size());
+    if (n.kind == Kind::STRING && n.pattern) f.mask = n.pattern->start();
+    if (n.kind == Kind::NUMBER || n.kind == Kind::INTEGER) f.u8_lo = 0;  // digits before the point
     return f;
 }
 
@@ -393,8 +606,12 @@ void child_done(const Grammar& g, Stack& s, const Frame& child) {
         if (child.key) {
             p.phase = 2;
             p.current = child.current;
-            if (child.current >= 0) p.mask |= 1ull << child.current;
-            else p.bloom |= bloom_bits(child.bloom);
+            if (child.current >= 0) {
+                p.mask = uint64_t(child.current) + 1;
+            } else {  // another key: the known ones are past
+                p.mask = n.keys.size();
+                p.bloom |= bloom_bits(child.bloom);
+            }
         } else {
             p.phase = 4;
         }
@@ -418,13 +635,22 @@ void pop_done_sequences(const Grammar& g, Stack& s) {
     }
 }
 
+// The nodes an anyOf stands for (itself when it is not one), each once, at most
+// kMaxLeaves; without recursion (validate() ruled out anyOf cycles).
 void leaves(const Grammar& g, int node, std::vector<int>& out) {
-    const Node& n = g.node(node);
-    if (n.kind != Kind::ANY_OF) {
-        out.push_back(node);
-        return;
+    out.clear();
+    thread_local std::vector<int> todo;
+    todo.assign(1, node);
+    while (!todo.empty() && out.size() < size_t(kMaxLeaves)) {
+        const int id = todo.back();
+        todo.pop_back();
+        const Node& n = g.node(id);
+        if (n.kind == Kind::ANY_OF) {
+            for (auto it = n.alternatives.rbegin(); it != n.alternatives.rend(); ++it) todo.push_back(*it);
+        } else if (std::find(out.begin(), out.end(), id) == out.end()) {
+            out.push_back(id);
+        }
     }
-    for (int a : n.alternatives) leaves(g, a, out);
 }
 
 // Applies c to out.stacks[idx]; forks go to new entries of `out`. False: rejected.
@@ -439,9 +665,13 @@ bool run(const Grammar& g, State& out, size_t idx, uint8_t c, std::vector<char>&
         else switch (n.kind) {
                 case Kind::OBJECT: a = step_object(n, f, c); break;
                 case Kind::ARRAY: a = step_array(n, f, c); break;
-                case Kind::STRING: a = step_string(n, f, c); break;
-                case Kind::NUMBER: a = step_number(false, f, c); break;
-                case Kind::INTEGER: a = step_number(true, f, c); break;
+                case Kind::STRING: a = n.pattern ? step_pattern_string(n, f, c) : step_string(n, f, c); break;
+                case Kind::NUMBER:
+                case Kind::INTEGER: {
+                    const bool integer = n.kind == Kind::INTEGER;
+                    a = n.has_min || n.has_max ? step_bounded(n, integer, f, c) : step_number(integer, f, c);
+                    break;
+                }
                 case Kind::LITERALS: a = step_literals(n, f, c); break;
                 case Kind::SEQUENCE:
                     a = f.count < static_cast<int32_t>(n.alternatives.size()) ? Act::PUSH_VALUE : Act::END_REFEED;
@@ -466,19 +696,23 @@ bool run(const Grammar& g, State& out, size_t idx, uint8_t c, std::vector<char>&
                 continue;
             }
             case Act::PUSH_KEY: {
+                if (s.size() >= size_t(kMaxDepth)) return false;
                 Frame k;
                 k.node = f.node;
                 k.key = 1;
-                k.mask = low_bits(n.keys.size());
-                k.flag = n.additional >= 0 ? kFreeKey : 0;
+                k.mask = n.keys.empty() ? 0 : 1;  // the trie's root
+                k.flag = n.additional >= 0 && f.mask >= uint64_t(n.required) ? kFreeKey : 0;
                 k.bloom = 0xCBF29CE484222325ull;
                 s.push_back(k);
                 return true;
             }
             case Act::PUSH_VALUE: {
+                if (s.size() >= size_t(kMaxDepth)) return false;
                 const int child = n.kind == Kind::SEQUENCE ? n.alternatives[f.count]
                                   : n.kind == Kind::OBJECT ? (f.current >= 0 ? n.values[f.current] : n.additional)
-                                                           : n.items;
+                                  : size_t(f.count) < n.prefix.size() ? n.prefix[f.count]
+                                                                        : n.items;
+                if (child < 0) return false;
                 std::vector<int> alts;
                 leaves(g, child, alts);
                 for (size_t i = 1; i < alts.size(); ++i) {
@@ -528,7 +762,10 @@ bool accepting(const Grammar& g, const State& s) {
         if (st.size() != 1) continue;
         const Frame& f = st[0];
         const Kind k = g.node(f.node).kind;
-        if ((k == Kind::NUMBER || k == Kind::INTEGER) && number_may_end(f)) return true;
+        if ((k == Kind::NUMBER || k == Kind::INTEGER) && number_may_end(f)) {
+            const Node& n = g.node(f.node);
+            if (!(n.has_min || n.has_max) || bounded_value_ok(n, f)) return true;
+        }
         if (k == Kind::LITERALS && (f.flag & kLiteralMayEnd)) return true;
     }
     return false;
@@ -551,7 +788,7 @@ bool plain_text_run(const Grammar& g, const State& s, int& room) {
         room = -1;
         return true;
     }
-    if (n.kind != Kind::STRING || f.phase != 1) return false;
+    if (n.kind != Kind::STRING || f.phase != 1 || n.pattern) return false;
     room = n.max_length < 0 ? -1 : n.max_length - f.count;
     return true;
 }

@@ -9,10 +9,14 @@
 // (a pushdown automaton): one frame per value being read, innermost on top; anyOf forks
 // the stack, one per alternative, and the copies that reject a byte die. It accepts only
 // text that parses as JSON and validates against the grammar: UTF-8 checked (no lone
-// surrogate escapes), no duplicate keys (other keys through a Bloom filter), required
-// keys present before '}', counts and lengths within bounds. Whitespace between tokens is
-// allowed in runs of at most kMaxWhitespace bytes with one newline (a model cannot pad
-// forever); numbers are at most kMaxNumber bytes, integers kMaxIntegerDigits digits.
+// surrogate escapes), an object's known keys in their fixed order (the required ones,
+// then any of the optional ones in order, then other keys where allowed; so the state of
+// an object is a position in its list, and an object may have any number of keys), no
+// duplicate keys (other keys through a Bloom filter), counts, lengths, bounds and
+// patterns. Whitespace between tokens
+// is one space, or one newline and then spaces and tabs, kMaxWhitespace bytes at most (a
+// model cannot pad between tokens); numbers are at most kMaxNumber bytes, integers kMaxIntegerDigits digits;
+// values nest at most kMaxDepth deep.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -20,24 +24,43 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/regex.h"
+
 namespace glia::grammar {
 
 enum class Kind : uint8_t { OBJECT, ARRAY, STRING, NUMBER, INTEGER, LITERALS, ANY_OF, SEQUENCE };
 
 struct Node {
     Kind kind = Kind::LITERALS;
-    // OBJECT: known keys (their text between the quotes, escaped as JSON), each key's
-    // value node, a bit per required key; `additional`: the node of any other key's value
-    // (-1: no other keys). Other keys are written without escapes.
+    // OBJECT: known keys (their text between the quotes, escaped as JSON) in the order
+    // they are written, each key's value node; the first `required` keys are required (a
+    // count past the keys: all of them), the others optional. The output writes the
+    // required keys in order, then any of the optional ones in order, then other keys:
+    // `additional` is the node of any other key's value (-1: no other keys). Other keys
+    // are written without escapes. `key_trie` indexes the keys (Grammar::add/set build it).
     std::vector<std::string> keys;
     std::vector<int> values;
-    uint64_t required = 0;
+    int required = 0;
     int additional = -1;
-    // ARRAY
+    struct KeyTrieNode {
+        int end = -1;   // the key whose text ends here
+        int last = -1;  // the highest key index below here
+        std::vector<std::pair<uint8_t, int>> next;
+    };
+    std::vector<KeyTrieNode> key_trie;
+    // ARRAY: item i is prefix[i] (prefixItems), later ones `items` (-1: none past the
+    // prefix)
     int items = -1;
+    std::vector<int> prefix;
     int min_items = 0, max_items = -1;  // -1: no limit
-    // STRING (code points; an escape is one)
+    // STRING (code points; an escape is one), and the pattern its text matches (none:
+    // any text)
     int min_length = 0, max_length = -1;
+    std::shared_ptr<const Regex> pattern;
+    // NUMBER / INTEGER bounds. A bounded number has no exponent, at most kMaxBoundedDigits
+    // digits before and after its point, and is compared as the double it reads as.
+    bool has_min = false, has_max = false, min_exclusive = false, max_exclusive = false;
+    double minimum = 0, maximum = 0;
     // LITERALS: the JSON texts allowed, exactly (compact: no whitespace inside)
     std::vector<std::string> literals;
     // ANY_OF: the alternatives; SEQUENCE: the items, one after the other (a tool call's
@@ -45,9 +68,11 @@ struct Node {
     std::vector<int> alternatives;
 };
 
-inline constexpr int kMaxKeys = 64;          // known keys of one object
-inline constexpr int kMaxLiterals = 64;      // values of one enum
-inline constexpr int kMaxWhitespace = 16;    // bytes of one whitespace run (one newline at most)
+inline constexpr int kMaxLiterals = 64;      // values of one LITERALS node (a longer enum is an anyOf of them)
+inline constexpr int kMaxBoundedDigits = 15; // digits of a bounded number's integer part, and of its fraction
+inline constexpr int kMaxDepth = 128;        // frames of one stack: values (and a key) nested in the output
+inline constexpr int kMaxLeaves = 4096;      // alternatives one anyOf expands to
+inline constexpr int kMaxWhitespace = 16;    // bytes of one whitespace run: " ", or "\n" and indentation
 inline constexpr int kMaxNumber = 32;        // bytes of one number
 inline constexpr int kMaxIntegerDigits = 15; // bytes of an integer (sign included): exact in a double, as JavaScript reads it
 inline constexpr int kMaxStacks = 64;        // anyOf alternatives alive at once
@@ -55,6 +80,7 @@ inline constexpr int kMaxStacks = 64;        // anyOf alternatives alive at once
 class Grammar {
 public:
     int add(Node n);                 // returns the node's id
+    void set(int id, Node n);        // replaces a node (one added as a placeholder)
     Node& node(int id) { return nodes_.at(id); }
     const Node& node(int id) const { return nodes_[id]; }
     int size() const { return static_cast<int>(nodes_.size()); }
@@ -65,7 +91,7 @@ public:
     int any_value();   // any JSON value
     int any_object();  // an object with any keys
     int string(int min_length = 0, int max_length = -1);
-    int literals(std::vector<std::string> texts);
+    int literals(std::vector<std::string> texts);  // more than kMaxLiterals: an anyOf of groups
 
     // Checks the graph (ids in range, limits, anyOf not empty, no anyOf cycle that
     // reads nothing); throws glia::Error naming the problem.
@@ -89,7 +115,10 @@ struct Frame {
     uint16_t ws = 0;      // current whitespace run
     int32_t count = 0;    // array items, string code points, literal or key byte offset, number bytes
     int32_t current = -1; // object: key index whose value comes next (-1: another key)
-    uint64_t mask = 0;    // object: keys seen; key / literals: candidates
+    // object: the position in its key list (keys before it were written or skipped; past
+    // the last one after another key); key: its key-trie node + 1 (0: no known key);
+    // literals: candidates
+    uint64_t mask = 0;
     // Other keys (not known to the schema) cannot repeat either: the object keeps a
     // 64-bit Bloom filter of their hashes (a false positive only refuses a key the model
     // then writes differently), the key frame hashes its bytes.

@@ -37,9 +37,13 @@ struct Sequence {
     std::unique_ptr<grammar::Matcher> matcher;  // structured output
     std::vector<int32_t> history;  // prompt + generated
     int slot = -1;                 // KV / recurrent-state slot
-    int n_prompt_done = 0;         // prompt tokens already in the cache
+    // Tokens of `history` to compute before the next sample: the prompt, or after a
+    // preemption the prompt and every token generated so far (recomputed on resuming).
+    int n_target = 0;
+    int n_prompt_done = 0;         // of those, the tokens already in the cache
     int n_written = 0;             // positions whose K/V (and state) are computed
-    int n_reused = 0;              // prompt tokens shared from the prefix cache
+    int n_reused = 0;              // prompt tokens shared from the prefix cache (first admission)
+    bool preempted = false;        // admitted before (waiting again: preempted, resumes)
     int n_generated = 0;
     int32_t next = -1;             // sampled token not yet fed back
     bool cancelled = false;
@@ -227,37 +231,87 @@ struct Engine::Impl {
         cv.notify_all();
     }
 
-    // Moves waiting requests into free slots while their whole budget fits the cache
-    // (prompt + max_tokens is reserved up front, so a running stream never runs out).
+    // Moves waiting requests into free slots, oldest first, while the pages their prompt
+    // needs now are there, with a page to spare for the running sequences' growth when any
+    // run. A sequence then grows page by page as it decodes (grow()). A preempted one is at
+    // the front of the queue and recomputes its prompt and the tokens it had generated, from
+    // the prefix cache where its pages are still cached.
     void admit() {
+        PageTable& pages = runner->pages();
         while (!waiting.empty() && !free_slots.empty()) {
             Sequence& s = *waiting.front();
-            const int need = static_cast<int>(s.req.prompt.size()) + (s.req.embed == Pooling::NONE ? s.req.max_tokens : 0);
             const int slot = free_slots.back();
             runner->reset_slot(slot);
-            PageTable& pages = runner->pages();
-            // The longest cached prefix, leaving at least the last prompt token to compute
-            // (its logits start the reply, and a shared page is never written).
+            // The longest cached prefix, leaving at least the last token to compute (its
+            // logits give the next token, and a shared page is never written).
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             const bool cache = opt.prefix_cache && s.req.prefix_cache && s.req.embed == Pooling::NONE;
-            const int shared = cache ? pages.share_prefix(slot, s.req.prompt.data(), n_prompt - 1, recurrent) : 0;
-            if (!pages.reserve(slot, need)) {  // wait for blocks to free up
-                pages.release(slot);
+            const int shared = cache ? pages.share_prefix(slot, s.history.data(), s.n_target - 1, recurrent) : 0;
+            const int spare = running.empty() ? 0 : pages.block_size();
+            if (!pages.can_reserve(slot, s.n_target + spare) || !pages.reserve(slot, s.n_target)) {
+                pages.release(slot);  // wait for pages to free up
                 break;
             }
             if (shared > 0 && recurrent) runner->load_slot_state(slot, *pages.checkpoint_before(slot, shared));
             free_slots.pop_back();
             s.slot = slot;
-            s.n_prompt_done = s.n_written = s.n_reused = shared;
-            if (cache) {
+            s.n_prompt_done = s.n_written = shared;
+            if (cache && !s.preempted) {
+                s.n_reused = shared;
                 ++st.prefix_lookups;
                 st.prefix_hits += shared > 0;
                 st.prefix_tokens_total += n_prompt;
                 st.prefix_tokens_reused += shared;
             }
+            s.preempted = false;
             running.push_back(std::move(waiting.front()));
             waiting.pop_front();
         }
+    }
+
+    // Gives every running sequence the pages its next step writes, oldest first. When too
+    // few are left, the youngest running sequence (admitted last) is preempted until the
+    // older ones fit: the sequence that needs the page may be the one preempted. One that
+    // does not fit alone ends as when its context is full (submit() refuses requests whose
+    // prompt and max_tokens exceed the cache, so this is a safeguard, never a deadlock).
+    void grow() {
+        PageTable& pages = runner->pages();
+        for (size_t i = 0; i < running.size();) {
+            Sequence& s = *running[i];
+            const int need = s.n_prompt_done < s.n_target ? s.n_target : static_cast<int>(s.history.size());
+            bool self = false;  // s itself was the youngest, and is preempted
+            while (!self && !pages.can_reserve(s.slot, need) && running.size() > 1) {
+                self = running.back().get() == &s;
+                preempt_youngest();
+            }
+            if (self) break;
+            if (!pages.reserve(s.slot, need)) {
+                finish(s, FinishReason::LENGTH);
+                ++st.requests_finished;
+                release(s);
+                running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+                continue;
+            }
+            ++i;
+        }
+    }
+
+    // Preemption by recompute: the youngest running sequence gives back its slot and pages
+    // (published pages stay in the prefix cache) and waits at the front of the queue; its
+    // sampler (and RNG), grammar state, event stream and counts stay as they are, and on
+    // resuming it computes its prompt and generated tokens again (by the same kernels, in
+    // prompt-sized steps), so its client only sees a pause.
+    void preempt_youngest() {
+        std::unique_ptr<Sequence> up = std::move(running.back());
+        running.pop_back();
+        Sequence& v = *up;
+        release(v);
+        v.n_target = static_cast<int>(v.history.size());  // the prompt, and what it generated
+        v.n_prompt_done = v.n_written = 0;
+        v.pooled.clear();  // embeddings start over
+        v.preempted = true;
+        ++st.preemptions;
+        waiting.push_front(std::move(up));
     }
 
     void release(Sequence& s) {
@@ -303,6 +357,7 @@ struct Engine::Impl {
                         ++it;
                     }
                 }
+                grow();
                 admit();
                 st.running = static_cast<int>(running.size());
                 st.waiting = static_cast<int>(waiting.size());
@@ -330,17 +385,16 @@ struct Engine::Impl {
         for (auto& up : running) {
             Sequence& s = *up;
             if (s.req.embed != Pooling::NONE) continue;
-            const int n_prompt = static_cast<int>(s.req.prompt.size());
-            if (s.n_prompt_done < n_prompt) {
-                int n = std::min(opt.prefill_chunk, n_prompt - s.n_prompt_done);
-                if (recurrent && opt.prefix_cache) n = chunk_to_boundary(s.n_prompt_done, n, n_prompt);
+            if (s.n_prompt_done < s.n_target) {
+                int n = std::min(opt.prefill_chunk, s.n_target - s.n_prompt_done);
+                if (recurrent && opt.prefix_cache) n = chunk_to_boundary(s.n_prompt_done, n, s.n_target);
                 for (int i = 0; i < n; ++i) {
-                    tokens.push_back(s.req.prompt[s.n_prompt_done + i]);
+                    tokens.push_back(s.history[s.n_prompt_done + i]);
                     pos.push_back(s.n_prompt_done + i);
                     seq.push_back(s.slot);
                 }
                 s.n_prompt_done += n;
-                if (s.n_prompt_done == n_prompt) {
+                if (s.n_prompt_done == s.n_target) {
                     out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
                     out_seq.push_back(&s);
                 }
@@ -383,6 +437,7 @@ struct Engine::Impl {
                 finish(*s, FinishReason::ERROR, e.what());
             }
             running.clear();
+            st.running = 0;
             return;
         }
         const int V = model.profile().n_vocab;
@@ -516,6 +571,7 @@ struct Engine::Impl {
                 finish(*s, FinishReason::ERROR, e.what());
             }
             running.clear();
+            st.running = 0;
             return false;
         }
         const int D = runner->n_embd();
@@ -558,6 +614,10 @@ struct Engine::Impl {
                 ++it;
             }
         }
+        // Counted here, under the lock the final events went out under: a consumer that
+        // has its vector and asks for the stats finds it gone (the loop only recounts when
+        // there is more work).
+        st.running = static_cast<int>(running.size());
         update_block_stats();
         return true;
     }
@@ -582,9 +642,7 @@ struct Engine::Impl {
         const int bs = pages.block_size();
         for (auto& up : running) {
             Sequence& s = *up;
-            const int n_prompt = static_cast<int>(s.req.prompt.size());
-            s.n_written = s.n_prompt_done < n_prompt || s.n_generated == 0 ? s.n_prompt_done
-                                                                             : static_cast<int>(s.history.size());
+            s.n_written = s.n_prompt_done < s.n_target ? s.n_prompt_done : static_cast<int>(s.history.size());
             if (!s.req.prefix_cache || s.req.embed != Pooling::NONE) continue;
             const bool boundary = s.n_written % bs == 0 && s.n_written > 0;
             if (recurrent && boundary) runner->save_slot_state(s.slot, state_buf);
@@ -716,6 +774,7 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
             s->matcher = std::make_unique<grammar::Matcher>(s->req.grammar);
         }
         s->history = s->req.prompt;
+        s->n_target = static_cast<int>(s->history.size());
         seqs.push_back(std::move(s));
     }
     std::vector<uint64_t> ids;
@@ -725,12 +784,15 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
     // pending cancellations are about to free) do not count as waiting: a client that
     // keeps within n_parallel + max_queue requests in flight is never refused because the
     // engine has not yet moved on from a request that just ended.
+    // Preempted requests waiting to resume were accepted long ago: they do not count either.
     const size_t starting = impl_->free_slots.size() + impl_->cancel_ids.size();
-    if (impl_->waiting.size() + seqs.size() > static_cast<size_t>(opt_.max_queue) + starting) {
+    size_t queued = 0;
+    for (const auto& w : impl_->waiting) queued += !w->preempted;
+    if (queued + seqs.size() > static_cast<size_t>(opt_.max_queue) + starting) {
         impl_->st.requests_rejected += seqs.size();
         if (seqs.size() == 1)
             throw QueueFull(cat("the queue is full (", opt_.max_queue, " requests waiting); retry later"));
-        throw QueueFull(cat("the queue cannot take ", seqs.size(), " more requests (", impl_->waiting.size(),
+        throw QueueFull(cat("the queue cannot take ", seqs.size(), " more requests (", queued,
                             " waiting, at most ", opt_.max_queue, "); retry later"));
     }
     for (auto& s : seqs) {

@@ -2,6 +2,11 @@
 // Requests are submitted from any thread; one engine thread runs every active sequence
 // in one forward step per iteration (new requests join between steps, finished ones
 // leave; long prompts are processed in chunks so running streams keep flowing).
+// A request is admitted when the KV pages its prompt needs are free; a running sequence
+// takes pages one at a time as it grows. When a step finds too few, the sequence admitted
+// last is preempted: it gives its pages back and waits at the front of the queue, and on
+// resuming recomputes its prompt and generated tokens (the same kernels, in prompt-sized
+// steps) with its sampler, grammar and event stream untouched.
 // Events go to each request's EventStream, a bounded queue its consumer drains at its own
 // pace: the engine never calls the consumer's code and never waits for it. A consumer that
 // leaves more than max_pending_events untaken is cancelled (its final event says why), so
@@ -40,7 +45,8 @@ struct EngineOptions {
     int n_threads = 0;         // CPU threads (0: all cores)
     int block_size = 16;       // KV-cache block (page) size in tokens
     int max_queue = 64;        // waiting requests beyond which submit() refuses (QueueFull); requests
-                               // that start at the next step (free or freeing slots) do not count
+                               // that start at the next step (free or freeing slots) and preempted
+                               // ones waiting to resume do not count
     int prefill_chunk = 256;   // prompt tokens per sequence per step
     Placement placement;       // empty: everything on the CPU
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
@@ -137,6 +143,9 @@ private:
 struct EngineStats {
     uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
     uint64_t requests_overrun = 0;        // cancelled because their consumer fell too far behind
+    // Running sequences set back to waiting because the cache ran out of pages (they resume
+    // by recomputing what they had; their clients see a pause).
+    uint64_t preemptions = 0;
     uint64_t prompt_tokens_total = 0, generated_tokens_total = 0;
     int running = 0, waiting = 0;
     int kv_blocks_total = 0, kv_blocks_used = 0;

@@ -157,21 +157,26 @@ void Connection::begin_request(Clock::time_point deadline) {
     deadline_ = deadline;
     deadline_hit_ = false;
     close_ = false;
-    in_headers_ = true;
-    header_bytes_ = 0;
-    line_len_ = 0;
+    head_left_ = 0;
+    framing_ = BodyFraming::NONE;
+    body_left_ = 0;
+    chunks_ = ChunkedEnd{};
 }
 
 bool Connection::fill() {
+    if (!buffered()) {
+        in_.clear();
+        off_ = 0;
+    }
     if (!wait_readable(deadline_)) {
         if (Clock::now() >= deadline_) deadline_hit_ = true;
         return false;
     }
+    char buf[16384];
     for (;;) {
-        const ssize_t n = ::recv(sock_, buf_, sizeof buf_, MSG_DONTWAIT);
+        const ssize_t n = ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
-            off_ = 0;
-            len_ = static_cast<size_t>(n);
+            in_.append(buf, static_cast<size_t>(n));
             return true;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -186,7 +191,62 @@ bool Connection::fill() {
     }
 }
 
-bool Connection::is_readable() const { return buffered() || wait_readable(deadline_); }
+Connection::Head Connection::read_head(const HeadLimits& limits, RequestHead& head) {
+    HeadReader reader(limits);
+    size_t skipped = 0;
+    for (;;) {
+        // Empty lines before a request line are skipped (RFC 9112, 2.2).
+        while (buffered() && (in_[off_] == '\r' || in_[off_] == '\n') && skipped <= limits.max_head) {
+            ++off_;
+            ++skipped;
+        }
+        if (skipped > limits.max_head) {
+            head.status = 400;
+            head.message = "the connection sent only empty lines";
+            head.code = "malformed_request";
+            return Head::REFUSED;
+        }
+        if (buffered()) {
+            if (off_ > 0) {  // the head starts the buffer (the reader counts from there)
+                in_.erase(0, off_);
+                off_ = 0;
+            }
+            if (reader.scan(in_, head) == HeadReader::DONE) {
+                if (head.status != 0) return Head::REFUSED;
+                head_left_ = head.head_bytes;
+                framing_ = head.framing;
+                body_left_ = head.length;
+                return Head::READY;
+            }
+        }
+        if (!fill()) return Head::GONE;
+    }
+}
+
+bool Connection::message_done() const {
+    if (head_left_ > 0) return false;
+    switch (framing_) {
+        case BodyFraming::LENGTH: return body_left_ == 0;
+        case BodyFraming::CHUNKED: return chunks_.done();
+        default: return true;
+    }
+}
+
+bool Connection::finish_body(uint64_t max_bytes) {
+    if (message_done()) return true;
+    if (head_left_ > 0 || chunks_.bad()) return false;
+    if (framing_ == BodyFraming::LENGTH && body_left_ > max_bytes) return false;
+    char drop[16384];
+    for (uint64_t dropped = 0; !message_done();) {
+        const ssize_t n = read(drop, sizeof drop);
+        if (n <= 0 || chunks_.bad()) return false;
+        dropped += static_cast<uint64_t>(n);
+        if (dropped > max_bytes) return false;
+    }
+    return true;
+}
+
+bool Connection::is_readable() const { return !message_done() && (buffered() || wait_readable(deadline_)); }
 
 bool Connection::is_writable() const {
     pollfd p{sock_, static_cast<short>(POLLOUT | POLLRDHUP), 0};
@@ -199,26 +259,24 @@ bool Connection::peer_gone() const {
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP));
 }
 
+// What httplib reads is the current request only: its head, then its body by the framing
+// the head gave; past that it reads the end of the stream.
 ssize_t Connection::read(char* ptr, size_t size) {
+    if (message_done()) return 0;
     if (!buffered() && !fill()) return deadline_hit_ ? -1 : 0;
-    const size_t n = std::min(size, len_ - off_);
-    std::memcpy(ptr, buf_ + off_, n);
+    const char* p = in_.data() + off_;
+    size_t n = std::min(size, in_.size() - off_);
+    if (head_left_ > 0) {
+        n = std::min(n, head_left_);
+        head_left_ -= n;
+    } else if (framing_ == BodyFraming::LENGTH) {
+        n = static_cast<size_t>(std::min<uint64_t>(n, body_left_));
+        body_left_ -= n;
+    } else {
+        n = chunks_.feed(p, n);
+    }
+    std::memcpy(ptr, p, n);
     off_ += n;
-    // The header block ends at the first empty line; it may not grow past the limit.
-    for (size_t i = 0; in_headers_ && i < n; ++i) {
-        ++header_bytes_;
-        const char c = ptr[i];
-        if (c == '\n') {
-            if (line_len_ == 0 && header_bytes_ > 2) in_headers_ = false;
-            line_len_ = 0;
-        } else if (c != '\r') {
-            ++line_len_;
-        }
-    }
-    if (in_headers_ && header_bytes_ > server_.limits().max_header_bytes) {
-        close_ = true;
-        return -1;
-    }
     return static_cast<ssize_t>(n);
 }
 
@@ -275,6 +333,20 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
     return true;
 }
 
+void ConnectionServer::refuse(Connection& c, const RequestHead& head) {
+    const bool json = static_cast<bool>(refusal_body_);
+    const std::string body = json ? refusal_body_(head.status, head.message, head.code) : head.message + "\n";
+    const std::string out = "HTTP/1.1 " + std::to_string(head.status) + " " + status_reason(head.status) +
+                            "\r\nContent-Type: " + (json ? "application/json" : "text/plain") +
+                            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    for (size_t off = 0; off < out.size();) {
+        const ssize_t n = c.write(out.data() + off, out.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+    }
+    c.close_after_response();
+}
+
 void ConnectionServer::serve(Connection& c) {
     const auto accepted = Clock::now();
     const auto request_time = ms(limits_.request_timeout_s);
@@ -286,9 +358,17 @@ void ConnectionServer::serve(Connection& c) {
         if (!c.buffered() && !c.wait_readable(first ? deadline : Clock::now() + ms(limits_.idle_timeout_s))) return;
         if (!first) deadline = Clock::now() + request_time;
         c.begin_request(deadline);
+        RequestHead head;
+        const Connection::Head h = c.read_head(limits_.head, head);
+        if (h == Connection::Head::GONE) return;
+        if (h == Connection::Head::REFUSED) return refuse(c, head);
         bool closed = false;
         const bool ok = process_request(c, left == 1 || stopping(), closed, nullptr);
-        if (!ok || closed || c.closing()) return;
+        const bool keep = ok && !closed && !c.closing() && left > 1 && !stopping();
+        // A body the handler left unread is dropped here, never read as a request; when it
+        // cannot be, or the connection ends anyway with bytes unread, it closes lingering.
+        if (!c.message_done() && !(keep && c.finish_body(limits_.max_body))) c.close_after_response();
+        if (!keep || c.closing()) return;
     }
 }
 

@@ -18,7 +18,14 @@
 //    beyond that is answered 503 at once and closed (a few spare threads write those);
 //  - a request (request line, headers and body) must arrive within request_timeout_s,
 //    counted from its first byte, or for a connection's first request from the accept; a
-//    slower client is disconnected. The header block is limited to max_header_bytes;
+//    slower client is disconnected;
+//  - each request's head is read and checked here first (request_head.h): too long a
+//    request line is answered 414, too large a header 431, ambiguous framing (both
+//    Content-Length and chunked, lengths that disagree ...) 400, all with a JSON body and
+//    the connection closed. The framing found bounds what httplib may read for this
+//    request: it never reads into the next one, and a body it did not read (a GET with a
+//    body, a request refused before its body) is read and dropped after the response
+//    (at most max_body bytes, else the connection closes), never parsed as a request;
 //  - between requests a connection may stay idle idle_timeout_s (keep-alive);
 //  - one stream per connection with its read buffer, so pipelined requests are answered
 //    in order.
@@ -30,7 +37,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
+
+#include "server/request_head.h"
 
 namespace glia::server {
 
@@ -38,9 +48,14 @@ struct ConnectionLimits {
     int max_connections = 256;      // connections served at once (503 beyond)
     double request_timeout_s = 10;  // to receive one whole request
     double idle_timeout_s = 30;     // keep-alive idle limit; also the limit for one write
-    size_t max_header_bytes = 64 << 10;
+    uint64_t max_body = 1 << 20;    // an unread body is dropped up to this size, else the connection closes
+    HeadLimits head;                // request line, header field and head sizes (414, 431 beyond)
     std::string busy_body;          // JSON body of the 503 sent beyond max_connections
 };
+
+// The body of a refusal made here (a malformed head): given the status, a message and a
+// code; returns a JSON body. Also where the server counts these responses.
+using RefusalBody = std::function<std::string(int status, const std::string& message, const std::string& code)>;
 
 class ConnectionServer;
 
@@ -72,22 +87,33 @@ public:
 
 private:
     friend class ConnectionServer;
-    bool buffered() const { return off_ < len_; }
+    enum class Head { READY, REFUSED, GONE };
+    bool buffered() const { return off_ < in_.size(); }
     // Waits until the socket is readable or `until`, in slices (a stopping server is seen).
     bool wait_readable(Clock::time_point until) const;
     void begin_request(Clock::time_point deadline);
+    // Receives more bytes after those buffered (or in their place when all were read).
     bool fill();
+    // Receives the request's head and checks it; READY leaves it buffered for httplib.
+    Head read_head(const HeadLimits& limits, RequestHead& head);
+    // The current request was read whole (head and body, by its framing).
+    bool message_done() const;
+    // Reads and drops the rest of the request's body; false when it cannot (more than
+    // max_bytes, malformed chunks, the deadline): the connection must close.
+    bool finish_body(uint64_t max_bytes);
 
     socket_t sock_;
     const ConnectionServer& server_;
-    char buf_[16384];
-    size_t off_ = 0, len_ = 0;
+    std::string in_;  // received bytes; those before off_ were read
+    size_t off_ = 0;
     Clock::time_point deadline_;
     bool deadline_hit_ = false;
     bool close_ = false;
-    // Header tracking: bytes of the current request's header block, and whether it ended.
-    bool in_headers_ = false;
-    size_t header_bytes_ = 0, line_len_ = 0;
+    // The current request: head bytes httplib has still to read, then its body's framing.
+    size_t head_left_ = 0;
+    BodyFraming framing_ = BodyFraming::NONE;
+    uint64_t body_left_ = 0;  // LENGTH
+    ChunkedEnd chunks_;       // CHUNKED
 };
 
 class ConnectionServer : public httplib::Server {
@@ -102,11 +128,16 @@ public:
     // Serves one connection on the calling thread until it ends, then closes it (the
     // server must be bound; fuzzing feeds raw bytes this way).
     bool serve_socket(socket_t sock) { return process_and_close_socket(sock); }
+    // Set before serving: the JSON body of the refusals made here (else plain text).
+    void set_refusal_body(RefusalBody fn) { refusal_body_ = std::move(fn); }
 
 private:
     bool process_and_close_socket(socket_t sock) override;
     void serve(Connection& c);
+    // Answers a refused head and marks the connection to close.
+    void refuse(Connection& c, const RequestHead& head);
     ConnectionLimits limits_;
+    RefusalBody refusal_body_;
     std::atomic<int> open_{0};
     std::atomic<uint64_t> refused_{0};
 };

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <set>
+
+#include "server/json_depth.h"
 
 namespace glia::server {
 
@@ -144,6 +147,7 @@ json check_tool_calls(const json& calls, const std::string& where) {
         if (!call.contains("type")) call["type"] = "function";
         auto args = fn->find("arguments");
         if (args != fn->end() && args->is_string()) {
+            check_json_depth(args->get<std::string>(), p + ".function.arguments");
             json parsed = json::parse(args->get<std::string>(), nullptr, false);
             if (parsed.is_discarded())
                 throw_api(400, "'" + p + ".function.arguments' is not valid JSON", p + ".function.arguments", "invalid_value");
@@ -154,11 +158,21 @@ json check_tool_calls(const json& calls, const std::string& where) {
     return out;
 }
 
+// A function name as OpenAI accepts it: 1 to 64 characters of [A-Za-z0-9_.-].
+bool valid_tool_name(const std::string& n) {
+    if (n.empty() || n.size() > 64) return false;
+    for (unsigned char c : n)
+        if (!(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '_' && c != '.' && c != '-')
+            return false;
+    return true;
+}
+
 // tools: [{"type": "function", "function": {"name", "description", "parameters"}}];
 // tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}.
 void parse_tools(const json& body, Job& job) {
     if (const json* t = field(body, "tools")) {
         if (!t->is_array()) wrong_type("tools", "an array", *t);
+        std::set<std::string> names;
         for (size_t i = 0; i < t->size(); ++i) {
             const std::string p = "tools[" + std::to_string(i) + "]";
             const json& x = (*t)[i];
@@ -170,6 +184,15 @@ void parse_tools(const json& body, Job& job) {
             auto name = fn->find("name");
             if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
                 throw_api(400, "'" + p + ".function.name' must be a non-empty string", p + ".function.name", "invalid_value");
+            const std::string n = name->get<std::string>();
+            if (!valid_tool_name(n))
+                throw_api(400, "'" + p + ".function.name' is \"" + n.substr(0, 80) + "\"; a function name is 1 to 64 of A-Z a-z 0-9 _ . -",
+                          p + ".function.name", "invalid_value");
+            if (!names.insert(n).second)
+                throw_api(400, "'" + p + ".function.name' is \"" + n + "\", the name of an earlier tool; tool names must be unique",
+                          p + ".function.name", "invalid_value");
+            if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string())
+                wrong_type(p + ".function.description", "a string", *d);
             if (auto pa = fn->find("parameters"); pa != fn->end() && !pa->is_object())
                 wrong_type(p + ".function.parameters", "an object (a JSON schema)", *pa);
         }
@@ -196,6 +219,8 @@ void parse_tools(const json& body, Job& job) {
     }
 }
 
+constexpr const char* kRoles = "\"system\", \"developer\", \"user\", \"assistant\", \"tool\", \"function\"";
+
 json check_messages(const json& body) {
     auto it = body.find("messages");
     if (it == body.end()) throw_api(400, "'messages' is required", "messages", "missing_field");
@@ -209,6 +234,9 @@ json check_messages(const json& body) {
         auto role = m.find("role");
         if (role == m.end()) throw_api(400, "'" + p + ".role' is required", p + ".role", "missing_field");
         if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
+        const std::string r = role->get<std::string>();
+        if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool" && r != "function")
+            throw_api(400, "'" + p + ".role' is \"" + r.substr(0, 64) + "\"; expected one of " + kRoles, p + ".role", "invalid_value");
         json msg = m;  // other fields (name, tool_call_id ...) pass through to the template
         auto content = m.find("content");
         msg["content"] = content == m.end() ? std::string() : content_text(*content, p + ".content");
@@ -291,6 +319,7 @@ std::string random_hex(int n) {
 
 Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParams& defaults) {
     json body;
+    check_json_depth(text);  // before anything walks it recursively (schemas, tools, the template)
     try {
         body = json::parse(text);
     } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
@@ -385,8 +414,6 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
     }
     parse_response_format(body, job);
     if (endpoint == Endpoint::CHAT) parse_tools(body, job);
-    if (job.n > 1 && job.stream)
-        throw_api(400, "'n' above 1 is answered whole: this server does not stream several choices", "n", "invalid_value");
     return job;
 }
 
@@ -470,8 +497,8 @@ json completion_response(const ResponseId& r, const std::string& text, const cha
 }
 
 json chat_chunk(const ResponseId& r, const json& delta, const char* finish_reason,
-                const std::vector<TokenLogprob>* logprobs, bool include_usage_field) {
-    json choice = {{"index", 0},
+                const std::vector<TokenLogprob>* logprobs, bool include_usage_field, int index) {
+    json choice = {{"index", index},
                    {"delta", delta},
                    {"logprobs", logprobs ? chat_logprobs_json(*logprobs) : json(nullptr)},
                    {"finish_reason", reason(finish_reason)}};
@@ -482,9 +509,10 @@ json chat_chunk(const ResponseId& r, const json& delta, const char* finish_reaso
 }
 
 json completion_chunk(const ResponseId& r, const std::string& text, const char* finish_reason,
-                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field) {
+                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field,
+                      int index) {
     json choice = {{"text", text},
-                   {"index", 0},
+                   {"index", index},
                    {"logprobs", logprobs ? completion_logprobs_json(*logprobs, text_offset0) : json(nullptr)},
                    {"finish_reason", reason(finish_reason)}};
     json j = {{"id", r.id}, {"object", "text_completion"}, {"created", r.created}, {"model", r.model},

@@ -55,7 +55,7 @@ struct Job {
     bool echo = false;                 // completion: prepend the prompt to the text
     bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
-    int n = 1;                         // choices (non-streamed)
+    int n = 1;                         // choices (streamed interleaved, by choices[].index)
     json tools;                        // chat: the tools array (null when none)
     std::string tool_choice = "auto";  // "none", "auto", "required", or "function" (tool_choice_name)
     std::string tool_choice_name;      // the named function
@@ -106,11 +106,13 @@ json chat_response(const ResponseId& r, const std::string& text, const char* fin
 json completion_response(const ResponseId& r, const std::string& text, const char* finish_reason,
                          const std::vector<TokenLogprob>* logprobs, size_t text_offset0, const Usage& u);
 
-// Stream chunks. `finish_reason` null while running; `usage` only in the usage chunk.
+// Stream chunks. `finish_reason` null while running; `usage` only in the usage chunk;
+// `index` the choice the chunk extends (n > 1 streams interleave their choices).
 json chat_chunk(const ResponseId& r, const json& delta, const char* finish_reason,
-                const std::vector<TokenLogprob>* logprobs, bool include_usage_field);
+                const std::vector<TokenLogprob>* logprobs, bool include_usage_field, int index = 0);
 json completion_chunk(const ResponseId& r, const std::string& text, const char* finish_reason,
-                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field);
+                      const std::vector<TokenLogprob>* logprobs, size_t text_offset0, bool include_usage_field,
+                      int index = 0);
 // The final chunk of a stream with include_usage: empty choices and the usage.
 json usage_chunk(const ResponseId& r, Endpoint e, const Usage& u);
 

@@ -18,15 +18,20 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "server/json_depth.h"
 #include "server/json_schema.h"
 #include "server/tool_calls.h"
+#include "server/browser_gate.h"
 #include "server/connection.h"
+#include "server/json_body.h"
 #include "server/openai.h"
+#include "server/request_text.h"
 #include "server/text_stream.h"
 #include "server/web_assets.h"
 #include "tokenizer/chat_template.h"
@@ -89,6 +94,7 @@ ConnectionLimits limits_of(const ServerOptions& o) {
     l.max_connections = o.max_connections;
     l.request_timeout_s = o.request_timeout_s;
     l.idle_timeout_s = o.idle_timeout_s;
+    l.max_body = o.max_body;
     l.busy_body = dump(error_json({503,
                                    "the server has " + std::to_string(o.max_connections) +
                                        " connections open, its limit (--max-connections); retry later",
@@ -105,6 +111,7 @@ struct HttpServer::Impl {
     ServerOptions opt;
     ConnectionServer http;
     int port = -1;
+    BrowserPolicy browser{make_browser_policy(opt.host, opt.allowed_hosts, opt.cors_origin)};
     std::optional<tok::ChatTemplate> tmpl;
     std::mutex tmpl_mutex;
     tok::PromptTokenizer prompt_tokenizer;
@@ -113,6 +120,53 @@ struct HttpServer::Impl {
     std::set<int32_t> tool_marker_ids;          // its markers' tokens (shown in replies)
 
     std::atomic<int> active{0};  // generation requests in flight
+
+    // A generation request's place among those in flight (--max-concurrent), taken once
+    // the request is valid and held until its response is written. Admission over the
+    // limit first reclaims the places of requests whose client went away before their
+    // handler noticed (reclaim_gone), so that a client's next request never finds its
+    // last one still counted.
+    struct Slot {
+        Impl& s;
+        const Connection* conn;
+        std::vector<uint64_t> ids;  // its engine requests (guarded by slots_mutex)
+        bool counted = true;        // still counted in `active` (idem)
+        Slot(Impl& srv, const Connection* c) : s(srv), conn(c) {
+            std::lock_guard<std::mutex> lk(s.slots_mutex);
+            ++s.active;
+            s.slots.insert(this);
+        }
+        ~Slot() {
+            std::lock_guard<std::mutex> lk(s.slots_mutex);
+            s.slots.erase(this);
+            if (counted) --s.active;
+        }
+        void add(uint64_t id) {
+            std::lock_guard<std::mutex> lk(s.slots_mutex);
+            ids.push_back(id);
+        }
+    };
+    std::mutex slots_mutex;
+    std::set<Slot*> slots;
+
+    // Cancels the requests whose client has gone (closed or reset its connection) and
+    // stops counting them; their handlers notice and end on their own. Returns how many.
+    int reclaim_gone() {
+        std::vector<uint64_t> cancel;
+        int n = 0;
+        {
+            std::lock_guard<std::mutex> lk(slots_mutex);
+            for (Slot* sl : slots) {
+                if (!sl->counted || !sl->conn || !sl->conn->peer_gone()) continue;
+                sl->counted = false;
+                --active;
+                ++n;
+                cancel.insert(cancel.end(), sl->ids.begin(), sl->ids.end());
+            }
+        }
+        for (uint64_t id : cancel) engine.cancel(id);
+        return n;
+    }
     std::atomic<bool> stopping{false};  // stop() was called: running streams end now
     std::mutex stats_mutex;
     std::map<int, uint64_t> http_status_counts;
@@ -152,7 +206,16 @@ struct HttpServer::Impl {
             setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
         });
 
+        // Malformed heads are refused before httplib parses them (connection.h): their
+        // JSON body comes from here, and they count in the responses by status.
+        http.set_refusal_body([this](int status, const std::string& message, const std::string& code) {
+            count_status(status);
+            if (opt.verbose) std::fprintf(stderr, "glia serve: malformed request -> %d (%s)\n", status, message.c_str());
+            return dump(error_json({status, message, "invalid_request_error", "", code}));
+        });
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            // Host and Origin first (browser_policy.h); preflights are answered there.
+            if (browser_gate(browser, req, res)) return httplib::Server::HandlerResponse::Handled;
             if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
             const std::string auth = req.get_header_value("Authorization");
             const std::string prefix = "Bearer ";
@@ -257,6 +320,12 @@ struct HttpServer::Impl {
                       {"n_parallel", eo.n_parallel},
                       {"prefix_cache", eo.prefix_cache},
                       {"chat_template", opt.chat_template},
+                      // Where it came from: "model" (the file's tokenizer.chat_template), "file"
+                      // (glia serve --template, chat_template_file), "none" (plain role lines).
+                      {"chat_template_source", opt.chat_template.empty()          ? "none"
+                                               : opt.chat_template_file.empty() ? "model"
+                                                                                : "file"},
+                      {"chat_template_file", opt.chat_template_file},
                       {"tool_call_format", tool_format_name(tool_format)},
                       {"max_tokens_limit", opt.max_tokens_limit},
                       {"bos_token", bos_text},
@@ -267,7 +336,7 @@ struct HttpServer::Impl {
         // /detokenize {"tokens"} -> {"content"} (as the reference server names them).
         http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
             try {
-                const json b = json_body(req, res, reader);
+                const json b = parse_body_object(read_body(req, res, reader));  // errors say where
                 if (!b.contains("content") || !b["content"].is_string())
                     throw_api(400, "'content' (a string) is required", "content", "missing_field");
                 auto flag = [&](const char* k, bool d) {
@@ -290,7 +359,7 @@ struct HttpServer::Impl {
         });
         http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
             try {
-                const json b = json_body(req, res, reader);
+                const json b = parse_body_object(read_body(req, res, reader));  // errors say where
                 if (!b.contains("tokens") || !b["tokens"].is_array())
                     throw_api(400, "'tokens' (an array of token ids) is required", "tokens", "missing_field");
                 std::vector<int32_t> ids;
@@ -313,7 +382,9 @@ struct HttpServer::Impl {
     }
 
     json json_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-        json b = json::parse(read_body(req, res, reader), nullptr, false);
+        const std::string text = read_body(req, res, reader);
+        check_json_depth(text);  // before anything walks it recursively
+        json b = json::parse(text, nullptr, false);
         if (b.is_discarded() || !b.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
         return b;
     }
@@ -326,7 +397,11 @@ struct HttpServer::Impl {
     }
 
     // POST /v1/embeddings: {"input": string | [strings] | [ids] | [[ids]], "model",
-    // "encoding_format": "float"}. All inputs go to the engine at once (one batch).
+    // "encoding_format": "float"}: at most kMaxEmbeddingInputs inputs (400 beyond). They go
+    // to the engine in parts its queue takes, at most n_parallel + max_queue / 2 of them
+    // queued or running at once (room is left for other clients), the next ones as the
+    // earlier finish; the vectors come back in input order.
+    static constexpr size_t kMaxEmbeddingInputs = 2048;
     void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
         try {
             const json body = json_body(req, res, reader);
@@ -355,6 +430,10 @@ struct HttpServer::Impl {
             if (in.is_string()) inputs.push_back(text_of(in, "input"));
             else if (in.is_array() && !in.empty() && in[0].is_number_integer()) inputs.push_back(ids_of(in, "input"));
             else if (in.is_array() && !in.empty()) {
+                if (in.size() > kMaxEmbeddingInputs)
+                    throw_api(400, "'input' holds " + std::to_string(in.size()) + " inputs; at most " +
+                                       std::to_string(kMaxEmbeddingInputs) + " per request",
+                              "input", "invalid_value");
                 for (size_t i = 0; i < in.size(); ++i) {
                     const std::string w = "input[" + std::to_string(i) + "]";
                     if (in[i].is_string()) inputs.push_back(text_of(in[i], w));
@@ -364,44 +443,77 @@ struct HttpServer::Impl {
             } else {
                 wrong_input("input");
             }
-            if (inputs.size() > 2048) throw_api(400, "'input' holds more than 2048 inputs", "input", "invalid_value");
-            std::vector<std::vector<float>> vecs(inputs.size());
-            std::vector<std::string> errors(inputs.size());
-            std::vector<std::shared_ptr<EventStream>> outs;
-            std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> batch;
+            const size_t n = inputs.size();
+            const int n_ctx = engine.options().n_ctx;
             int n_tokens = 0;
-            for (size_t i = 0; i < inputs.size(); ++i) {
+            for (size_t i = 0; i < n; ++i) {
                 if (inputs[i].empty()) throw_api(400, "input " + std::to_string(i) + " is empty", "input", "invalid_value");
+                if (static_cast<int>(inputs[i].size()) > n_ctx)
+                    throw_api(400, "input " + std::to_string(i) + " has " + std::to_string(inputs[i].size()) +
+                                       " tokens, more than the context of " + std::to_string(n_ctx) + " (-c)",
+                              "input", "context_length_exceeded");
                 n_tokens += static_cast<int>(inputs[i].size());
-                GenerationRequest g;
-                g.prompt = std::move(inputs[i]);
-                g.embed = pooling();
-                outs.push_back(std::make_shared<EventStream>());
-                batch.emplace_back(std::move(g), outs.back());
             }
-            std::vector<uint64_t> ids;
-            try {
-                ids = engine.submit_batch(std::move(batch));
-            } catch (const QueueFull& e) {
-                throw_api(503, std::string("the server is busy: ") + e.what(), "", "queue_full");
-            } catch (const glia::Error& e) {
-                throw_api(400, e.what(), "input", "invalid_request");
-            }
+            std::vector<std::vector<float>> vecs(n);
+            std::vector<std::string> errors(n);
+            std::vector<std::shared_ptr<EventStream>> outs(n);
+            std::vector<uint64_t> ids(n, 0);
+            const size_t window = static_cast<size_t>(engine.options().n_parallel) +
+                                  static_cast<size_t>(std::max(1, engine.options().max_queue / 2));
+            size_t next = 0, done = 0;  // inputs [done, next) are in the engine
+            // Whatever ends the request early, the inputs still in the engine are cancelled.
+            struct CancelPending {
+                Engine& engine;
+                const std::vector<uint64_t>& ids;
+                const size_t &done, &next;
+                ~CancelPending() {
+                    for (size_t i = done; i < next; ++i) engine.cancel(ids[i]);
+                }
+            } cancel_pending{engine, ids, done, next};
             const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(opt.timeout_s * 1000));
-            for (size_t i = 0; i < outs.size(); ++i) {
-                for (bool done = false; !done;) {
-                    const std::deque<TokenEvent> evs = outs[i]->wait(until);
-                    if (evs.empty()) {
-                        for (uint64_t id : ids) engine.cancel(id);
-                        throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+            while (done < n) {
+                // As many more as the window and the engine's queue take (the queue may hold
+                // other clients' requests: a part it refuses is halved, down to one).
+                for (size_t k = std::min(n - next, window - (next - done)); k > 0 && next < n;) {
+                    std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> part;
+                    for (size_t i = next; i < next + k; ++i) {
+                        GenerationRequest g;
+                        g.prompt = inputs[i];
+                        g.embed = pooling();
+                        outs[i] = std::make_shared<EventStream>();
+                        part.emplace_back(std::move(g), outs[i]);
                     }
-                    for (const TokenEvent& ev : evs) {
-                        if (!ev.done) continue;
-                        done = true;
-                        if (ev.finish == FinishReason::STOP) vecs[i] = ev.embedding;
-                        else errors[i] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
+                    try {
+                        const std::vector<uint64_t> got = engine.submit_batch(std::move(part));
+                        std::copy(got.begin(), got.end(), ids.begin() + static_cast<std::ptrdiff_t>(next));
+                        next += k;
+                        k = std::min(n - next, window - (next - done));
+                    } catch (const QueueFull& e) {
+                        if (k > 1) {
+                            k /= 2;
+                            continue;
+                        }
+                        // Full of other requests: wait for ours to make room, or with none of
+                        // ours in it, the server is busy.
+                        if (next > done) break;
+                        throw_api(503, std::string("the server is busy: ") + e.what(), "", "queue_full");
+                    } catch (const glia::Error& e) {
+                        throw_api(400, e.what(), "input", "invalid_request");
                     }
                 }
+                // The oldest input still in the engine: its final event.
+                for (bool fin = false; !fin;) {
+                    const std::deque<TokenEvent> evs = outs[done]->wait(until);
+                    if (evs.empty()) throw_api(504, "the embeddings took longer than --timeout", "", "timeout", "server_error");
+                    for (const TokenEvent& ev : evs) {
+                        if (!ev.done) continue;
+                        fin = true;
+                        if (ev.finish == FinishReason::STOP) vecs[done] = ev.embedding;
+                        else errors[done] = ev.error.empty() ? finish_reason_name(ev.finish) : ev.error;
+                    }
+                }
+                outs[done].reset();
+                ++done;
             }
             json data = json::array();
             for (size_t i = 0; i < vecs.size(); ++i) {
@@ -509,6 +621,8 @@ struct HttpServer::Impl {
         metric("glia_client_disconnects_total", "counter", "Generation requests whose client went away.", disconnects_);
         metric("glia_prompt_tokens_total", "counter", "Prompt tokens processed.", s.prompt_tokens_total);
         metric("glia_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens_total);
+        metric("glia_requests_preempted_total", "counter",
+               "Running requests paused to free KV-cache pages (recomputed when they resume).", s.preemptions);
         metric("glia_queue_depth", "gauge", "Requests waiting for a slot.", s.waiting);
         metric("glia_requests_running", "gauge", "Requests being decoded.", s.running);
         metric("glia_http_requests_in_flight", "gauge", "Generation requests held by HTTP threads.", active.load());
@@ -553,14 +667,16 @@ struct HttpServer::Impl {
             }
             return vocab.tokenize(job.prompt, true, true);
         }
-        json messages = job.messages;
-        for (json& m : messages) m["content"] = prompt_tokenizer.protect(m["content"].get<std::string>());
+        // Every string of the request is text (request_text.h): contents, names, tool
+        // calls and results, tool definitions.
+        const json messages = protect_messages(job.messages, prompt_tokenizer);
         std::string text;
         if (tmpl) {
             jinja::Value conv;
             try {
                 if (!job.tools.is_null() && job.tool_choice != "none")
-                    conv = jinja::Value::parse_json(json{{"messages", messages}, {"tools", job.tools}}.dump());
+                    conv = jinja::Value::parse_json(
+                        json{{"messages", messages}, {"tools", protect_request_text(job.tools, prompt_tokenizer, "tools")}}.dump());
                 else
                     conv = jinja::Value::parse_json(messages.dump());
             } catch (const std::exception& e) {
@@ -647,19 +763,9 @@ struct HttpServer::Impl {
     struct Run;
 
     void generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, Endpoint ep) {
-        // A slot among the concurrent requests, held until the response is written.
-        struct Slot {
-            std::atomic<int>& n;
-            explicit Slot(std::atomic<int>& c) : n(c) { ++n; }
-            ~Slot() { --n; }
-        };
-        auto slot = std::make_shared<Slot>(active);
+        std::shared_ptr<Slot> slot;  // taken once the request is valid: a bad one gets its 4xx when busy too
         try {
             const std::string body = read_body(req, res, reader);
-            if (active.load() > opt.max_concurrent)
-                throw_api(503, "the server is busy: " + std::to_string(opt.max_concurrent) +
-                                   " requests are in flight (--max-concurrent); retry later",
-                          "", "server_busy");
             if (const std::string why = model.file().changed(); !why.empty())
                 throw_api(503, why, "", "model_file_changed", "server_error");
             Job job = parse_request(body, ep, opt.defaults);
@@ -711,31 +817,50 @@ struct HttpServer::Impl {
                                        std::to_string(vocab.n_tokens()) + " tokens)", "logit_bias", "invalid_value");
             gr.logit_bias = job.logit_bias;
             const GenerationRequest more_gr = job.n > 1 ? gr : GenerationRequest{};
+            slot = std::make_shared<Slot>(*this, Connection::current());
+            // Over the limit: the requests of clients that went away are dropped (here, or by
+            // another request's admission). A client's close may still be on its way (the
+            // kernel delivers it a moment after the client's next connection): a short wait
+            // for it, then the request is refused.
+            for (int tries = 0; active.load() > opt.max_concurrent && tries < 50; ++tries) {
+                if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                reclaim_gone();
+            }
+            if (active.load() > opt.max_concurrent)
+                throw_api(503, "the server is busy: " + std::to_string(opt.max_concurrent) +
+                                   " requests are in flight (--max-concurrent); retry later",
+                          "", "server_busy");
             auto ch = std::make_shared<Channel>();
             uint64_t id;
             try {
-                id = engine.submit(std::move(gr), ch);
+                try {
+                    id = engine.submit(gr, ch);
+                } catch (const QueueFull&) {
+                    reclaim_gone();
+                    id = engine.submit(std::move(gr), ch);  // room made by clients that went away, if any
+                }
             } catch (const QueueFull& e) {
                 throw_api(503, std::string("the server is busy: ") + e.what() + "; retry later", "", "queue_full");
             } catch (const glia::Error& e) {
                 throw_api(400, e.what(), prompt_field, "invalid_request");
             }
+            slot->add(id);
             const Job more_job = job.n > 1 ? job : Job{};
             auto run = std::make_shared<Run>(*this, std::move(job), ch, id, n_prompt, slot);
+            std::vector<std::shared_ptr<Run>> runs{run};
+            if (more_job.n > 1 && !start_more(*run, more_job, more_gr, n_prompt, slot, runs)) return reject(res, *run->error);
             if (run->job.stream) {
                 // The status (200) goes out now; a failure later ends the stream with an
                 // error event.
                 res.set_header("Cache-Control", "no-cache");
                 res.set_header("X-Accel-Buffering", "no");
-                res.set_chunked_content_provider("text/event-stream", [run](size_t, httplib::DataSink& sink) {
-                    return run->stream(sink);  // one call serves the whole stream
+                res.set_chunked_content_provider("text/event-stream", [runs](size_t, httplib::DataSink& sink) mutable {
+                    return Run::stream(runs, sink);  // one call serves the whole stream
                 });
             } else {
                 // The whole result is awaited here, so its status is the outcome's: 200,
                 // or 504 for --timeout, 500 for a failure, 503 for shutdown.
                 Connection* conn = Connection::current();
-                std::vector<std::shared_ptr<Run>> runs{run};
-                if (more_job.n > 1 && !start_more(*run, more_job, more_gr, n_prompt, slot, runs)) return reject(res, *run->error);
                 for (auto& r : runs)
                     if (!r->collect(conn)) {  // the client went away: nobody to answer
                         for (auto& o : runs) o->cancel();
@@ -840,10 +965,10 @@ struct HttpServer::Impl {
             return t;
         }
 
-        // Waits up to 100 ms for the engine's events and applies them to the text; the
+        // Waits up to `wait` (100 ms) for the engine's events and applies them to the text; the
         // request may end (finish_reason), or fail (error: shutdown, --timeout, an engine
         // error, the model file changed underneath). Returns the logprobs of new tokens.
-        std::vector<TokenLogprob> step() {
+        std::vector<TokenLogprob> step(std::chrono::milliseconds wait = std::chrono::milliseconds(100)) {
             std::vector<TokenLogprob> lps;
             const auto now = Clock::now();
             if (s.stopping) {
@@ -861,7 +986,7 @@ struct HttpServer::Impl {
                                  "server_error", "", "timeout"};
                 return lps;
             }
-            std::deque<TokenEvent> events = ch->wait(std::min(deadline, now + std::chrono::milliseconds(100)));
+            std::deque<TokenEvent> events = ch->wait(std::min(deadline, now + wait));
             // Tokens computed from a file that changed underneath are not the model's.
             if (const std::string why = s.model.file().changed(); !why.empty()) {
                 cancel();
@@ -943,60 +1068,114 @@ struct HttpServer::Impl {
         bool write(httplib::DataSink& sink, const std::string& data) { return sink.write(data.data(), data.size()); }
         bool write_event(httplib::DataSink& sink, const json& j) { return write(sink, "data: " + dump(j) + "\n\n"); }
 
-        // Streams the whole response; true when it was complete (sink.done() called).
-        bool stream(httplib::DataSink& sink) {
+        // Streams: each choice's text as it grows, in chunks that name the choice
+        // (choices[].index; n > 1 interleaves them), each choice ended by its own
+        // finish_reason. Per choice: where the next token's text starts (completion
+        // logprobs), and whether its last chunk went out.
+        size_t text_offset = 0;
+        bool ended = false;
+
+        // New text and logprobs of this choice as one chunk. False when the client went away.
+        bool stream_step(httplib::DataSink& sink, int index, std::chrono::milliseconds wait) {
             const bool chat = job.endpoint == Endpoint::CHAT;
-            size_t text_offset = echo.size();  // completion logprobs: offset of the next token's text
-            bool ok = true;
-            if (chat) ok = write_event(sink, chat_chunk(rid, json{{"role", "assistant"}, {"content", ""}}, nullptr,
-                                                        job.logprobs ? &all_lp : nullptr, job.include_usage));
-            else if (!echo.empty()) ok = write_event(sink, completion_chunk(rid, echo, nullptr, nullptr, 0, job.include_usage));
-            while (ok && !over()) {
-                std::vector<TokenLogprob> lps = step();
-                if (error) break;
-                if (!sink.is_writable()) {
-                    ok = false;
-                    break;
-                }
-                std::string delta = text.take(finish_reason != nullptr);
-                if (tools) delta = tool_content_delta();
-                if (!delta.empty() || !lps.empty()) {
-                    const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
-                    ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage))
-                              : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage));
-                    text_offset += delta.size();
-                }
+            std::vector<TokenLogprob> lps = step(wait);
+            if (!all_lp.empty()) {  // tokens read before the stream began (start_more)
+                lps.insert(lps.begin(), std::make_move_iterator(all_lp.begin()), std::make_move_iterator(all_lp.end()));
+                all_lp.clear();
             }
-            if (!ok) {  // the client went away
-                count_disconnect();
-                return false;
-            }
-            if (error) {
-                write_event(sink, error_json(*error));
-                write(sink, "data: [DONE]\n\n");
-                sink.done();
-                return true;
-            }
+            if (error) return true;
+            if (!sink.is_writable()) return false;
+            std::string delta = text.take(finish_reason != nullptr);
+            if (tools) delta = tool_content_delta();
+            if (delta.empty() && lps.empty()) return true;
+            const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
+            const bool ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage, index))
+                                 : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage, index));
+            text_offset += delta.size();
+            return ok;
+        }
+
+        // The end of a choice that finished well: the rest of a reply with tool calls, its
+        // calls, and the chunk with its finish_reason.
+        bool stream_end(httplib::DataSink& sink, int index) {
+            ended = true;
             const json empty = json::object();
             const char* reason = finish_reason;
-            if (tools && ok) {
+            bool ok = true;
+            if (tools) {
                 // The reply is whole: the rest of the content, then its calls.
                 const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
                 std::string rest;
                 if (r.calls.empty()) rest = text.text().substr(std::min(shown, text.text().size()));
                 else if (r.content.size() > shown && r.content.compare(0, shown, text.text(), 0, shown) == 0)
                     rest = r.content.substr(shown);
-                if (!rest.empty()) ok = write_event(sink, chat_chunk(rid, json{{"content", rest}}, nullptr, nullptr, job.include_usage));
+                if (!rest.empty())
+                    ok = write_event(sink, chat_chunk(rid, json{{"content", rest}}, nullptr, nullptr, job.include_usage, index));
                 if (ok && !r.calls.empty()) {
                     ok = write_event(sink, chat_chunk(rid, json{{"tool_calls", tool_calls_json(r.calls, true)}}, nullptr, nullptr,
-                                                      job.include_usage));
+                                                      job.include_usage, index));
                     reason = "tool_calls";
                 }
             }
-            if (chat) ok = ok && write_event(sink, chat_chunk(rid, empty, reason, nullptr, job.include_usage));
-            else ok = write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage));
-            if (ok && job.include_usage) ok = write_event(sink, usage_chunk(rid, job.endpoint, Usage{n_prompt, n_generated, n_cached}));
-            if (ok) ok = write(sink, "data: [DONE]\n\n");
+            if (job.endpoint == Endpoint::CHAT)
+                return ok && write_event(sink, chat_chunk(rid, empty, reason, nullptr, job.include_usage, index));
+            return ok && write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage, index));
+        }
+
+        // Streams the choices of one request to their end; true when the stream was
+        // complete (sink.done() called), false when the client went away (all cancelled).
+        static bool stream(std::vector<std::shared_ptr<Run>>& runs, httplib::DataSink& sink) {
+            Run& first = *runs[0];
+            const Job& job = first.job;
+            const std::vector<TokenLogprob> none;
+            bool ok = true;
+            for (size_t i = 0; i < runs.size() && ok; ++i) {
+                Run& r = *runs[i];
+                r.rid = first.rid;  // one response: one id
+                r.text_offset = r.echo.size();
+                if (job.endpoint == Endpoint::CHAT)
+                    ok = r.write_event(sink, chat_chunk(r.rid, json{{"role", "assistant"}, {"content", ""}}, nullptr,
+                                                        job.logprobs ? &none : nullptr, job.include_usage, int(i)));
+                else if (!r.echo.empty())
+                    ok = r.write_event(sink, completion_chunk(r.rid, r.echo, nullptr, nullptr, 0, job.include_usage, int(i)));
+            }
+            const ApiError* error = nullptr;
+            while (ok && !error) {
+                size_t running = 0;
+                for (const auto& r : runs) running += !r->ended;
+                if (running == 0) break;
+                // One wait of about 100 ms a round, shared among the running choices.
+                const auto wait = std::chrono::milliseconds(std::max<long>(1, 100 / long(running)));
+                for (size_t i = 0; i < runs.size() && ok && !error; ++i) {
+                    Run& r = *runs[i];
+                    if (r.ended) continue;
+                    if (!r.over()) ok = r.stream_step(sink, int(i), wait);
+                    if (r.error) error = &*r.error;
+                    else if (ok && r.over()) ok = r.stream_end(sink, int(i));
+                }
+            }
+            if (error && !sink.is_writable()) ok = false;  // cancelled because its client went away
+            if (!ok || error)
+                for (auto& r : runs) r->cancel();
+            // The request ends here: it stops counting as in flight before its last bytes
+            // go out, so that a client that read them finds its next request admitted.
+            for (auto& r : runs) r->slot.reset();
+            if (!ok) {  // the client went away
+                first.count_disconnect();
+                return false;
+            }
+            if (error) {
+                first.write_event(sink, error_json(*error));
+                first.write(sink, "data: [DONE]\n\n");
+                sink.done();
+                return true;
+            }
+            if (job.include_usage) {
+                Usage u{first.n_prompt, 0, first.n_cached};
+                for (const auto& r : runs) u.completion_tokens += r->n_generated;
+                ok = first.write_event(sink, usage_chunk(first.rid, job.endpoint, u));
+            }
+            if (ok) ok = first.write(sink, "data: [DONE]\n\n");
             if (ok) sink.done();
             return ok;
         }
@@ -1006,10 +1185,17 @@ struct HttpServer::Impl {
     // its pages in the prefix cache and compute only the prompt's last partial page. Each
     // has its own sampler (seed + i when a seed was given). False (first->error set) when
     // they cannot be queued.
-    bool start_more(Run& first, const Job& job, const GenerationRequest& gr, int n_prompt, const std::shared_ptr<void>& slot,
+    bool start_more(Run& first, const Job& job, const GenerationRequest& gr, int n_prompt, const std::shared_ptr<Slot>& slot,
                     std::vector<std::shared_ptr<Run>>& runs) {
-        while (!first.over() && first.n_generated == 0)
+        const Connection* conn = Connection::current();
+        while (!first.over() && first.n_generated == 0) {
             for (TokenLogprob& t : first.step()) first.all_lp.push_back(std::move(t));
+            if (conn && conn->peer_gone()) {
+                first.count_disconnect();
+                first.error = ApiError{499, "the client closed the connection", "invalid_request_error", "", "client_gone"};
+            }
+        }
+        if (first.error) return false;
         std::vector<std::pair<GenerationRequest, std::shared_ptr<EventStream>>> more;
         std::vector<std::shared_ptr<Channel>> chs;
         for (int i = 1; i < job.n; ++i) {
@@ -1027,7 +1213,10 @@ struct HttpServer::Impl {
             first.error = ApiError{503, std::string("the server is busy: ") + e.what(), "server_error", "", "queue_full"};
             return false;
         }
-        for (size_t i = 0; i < ids.size(); ++i) runs.push_back(std::make_shared<Run>(*this, job, chs[i], ids[i], n_prompt, slot));
+        for (size_t i = 0; i < ids.size(); ++i) {
+            slot->add(ids[i]);
+            runs.push_back(std::make_shared<Run>(*this, job, chs[i], ids[i], n_prompt, slot));
+        }
         return true;
     }
 

@@ -13,7 +13,10 @@
 // request.
 //
 // Bodies are read by the handlers, at most --max-body bytes whatever their framing
-// (Content-Length, chunked; none means empty), 413 beyond.
+// (Content-Length, chunked; none means empty), 413 beyond. The framing itself is decided
+// and checked by the connection layer before httplib parses a request (request_head.h:
+// 400 for ambiguous framing, 414, 431); a body no handler read is dropped, never parsed
+// as a request. Host and Origin headers are checked before routing (browser_policy.h).
 //
 // Chat prompts are rendered with the model's chat template (tokenizer.chat_template).
 // A model without one gets a plain fallback: "role: content\n" per message, then
@@ -67,8 +70,14 @@ struct ServerOptions {
     std::string model_id;            // the served model's id (the file's stem)
     std::string model_path;          // also accepted as "model"
     std::string chat_template;       // "" : the plain role-prefixed fallback
+    std::string chat_template_file;  // the --template file chat_template was read from; "" : the model's own
     SamplerParams defaults;          // sampling values for fields a request leaves out
     bool verbose = false;            // one log line per request on stderr
+    // Browser safety (browser_policy.h): comma lists or "*". allowed_hosts: Host names
+    // accepted besides loopback ones (the Host check is on by default for a loopback
+    // bind, "*" turns it off); cors_origin: cross-origin pages allowed (CORS).
+    std::string allowed_hosts;
+    std::string cors_origin;
 };
 
 class HttpServer {

@@ -251,7 +251,7 @@ std::shared_ptr<grammar::Grammar> tool_call_grammar(ToolFormat f, const json& to
         obj.kind = Kind::OBJECT;
         obj.keys = {"name", args_key};
         obj.values = {g->literals({dump(json(n))}), args};
-        obj.required = 3;
+        obj.required = 2;  // both keys, name first
         any.alternatives.push_back(g->add(std::move(obj)));
     }
     const int call = g->add(std::move(any));

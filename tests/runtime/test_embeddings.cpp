@@ -122,3 +122,32 @@ TEST(Embeddings, MeanPoolingIsTheSameWhateverTheChunks) {
         if (prompts[i].size() > 1) EXPECT_NE(whole[i], last[i]);
     }
 }
+
+// Once the last embedding request has its vector the engine reports nothing running or
+// waiting, and no pages held (issue 26: /health and /metrics kept counting one as running).
+TEST(Embeddings, StatsShowNothingRunningAfterwards) {
+    auto m = Model::load(test::shared_path("models/stories260K.gguf"));
+    EngineOptions eo;
+    eo.n_ctx = 2048;
+    eo.n_parallel = 4;
+    eo.n_threads = 2;
+    Engine engine(*m, eo);
+    std::vector<std::unique_ptr<Vec>> out;
+    std::vector<std::pair<GenerationRequest, TokenCallback>> batch;
+    for (const char* t : kTexts) {
+        out.push_back(std::make_unique<Vec>());
+        GenerationRequest g;
+        g.prompt = m->vocab().tokenize(t, true, false);
+        g.embed = Pooling::LAST;
+        batch.emplace_back(g, out.back()->callback());
+    }
+    engine.submit_batch(std::move(batch));
+    for (auto& o : out) EXPECT_FALSE(o->get().empty());
+    // The engine thread updates its counters when it ends the requests, before their
+    // final events go out: nothing to wait for.
+    const EngineStats st = engine.stats();
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    EXPECT_EQ(st.requests_finished, 4u);
+}

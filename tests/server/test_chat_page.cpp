@@ -2,9 +2,11 @@
 // a real browser: Debian's chromium, headless, through playwright-core from npm
 // (tests/server/chat_page/, installed with `npm ci` into <build>/server_chat_page on first
 // use). The browser test sends a message and waits for the streamed reply, checks the
-// Markdown rendering of a stored conversation (code block, escaping), presses Stop during a
-// long generation and checks that the server cancelled it, and writes a screenshot to
-// <build>/server_chat_page/chat-page.png.
+// Markdown rendering of a stored conversation (code block, escaping) and its time on long
+// inputs, presses Stop during a long generation and checks that the server cancelled it,
+// checks the speed shown and split UTF-8 characters on replies the test streams itself,
+// the template's source (model file, --template FILE), and the page on a phone-sized
+// screen, and writes screenshots to <build>/server_chat_page/chat-page*.png.
 //
 // Without chromium (or node/npm) the browser test fails, naming what to install
 // (scripts/setup.sh installs both); GLIA_SKIP_BROWSER_TESTS=1 skips it instead, for a
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "server_fixture.h"
 
@@ -24,6 +27,14 @@ using namespace glia::test::server;
 namespace fs = std::filesystem;
 
 std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// A chat template file for `glia serve --template FILE`.
+std::string template_file() {
+    const std::string path = ::testing::TempDir() + "/glia_chat_page_template.jinja";
+    std::ofstream(path) << "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+                           "{% if add_generation_prompt %}<assistant>{% endif %}";
+    return path;
+}
 
 TEST(ServerChatPage, ServedFromTheBinaryWithAPolicy) {
     ServerProcess srv(stories(), {"-c", "256", "--parallel", "1", "--api-key", "k"});
@@ -63,6 +74,36 @@ TEST(ServerChatPage, ServedFromTheBinaryWithAPolicy) {
     EXPECT_EQ(api->status, 401);
 }
 
+// /props says where the chat template came from (the page shows it): the model file's own,
+// a --template file (named), or none.
+TEST(ServerChatPage, PropsNameTheTemplateSource) {
+    const std::string file = template_file();
+    struct Case {
+        std::string model;
+        std::vector<std::string> args;
+        std::string source, path;
+    };
+    for (const Case& t : {Case{stories_with_template(), {}, "model", ""},
+                          Case{stories(), {"--template", file}, "file", file},
+                          Case{stories_with_template(), {"--template", file}, "file", file},
+                          Case{stories_with_template(), {"--no-template"}, "none", ""},
+                          Case{stories(), {}, "none", ""}}) {
+        std::vector<std::string> args = {"-c", "256", "--parallel", "1"};
+        args.insert(args.end(), t.args.begin(), t.args.end());
+        ServerProcess srv(t.model, args);
+        ASSERT_TRUE(srv.ok()) << srv.log();
+        auto r = srv.client().Get("/props");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        SCOPED_TRACE(t.model + (t.args.empty() ? "" : " " + t.args[0]));
+        EXPECT_EQ(j.value("chat_template_source", "(missing)"), t.source) << r->body;
+        EXPECT_EQ(j.value("chat_template_file", "(missing)"), t.path) << r->body;
+        if (t.source == "file") EXPECT_EQ(j["chat_template"], glia::test::read_text(file));
+        EXPECT_EQ(j["chat_template"].get<std::string>().empty(), t.source == "none");
+    }
+}
+
 TEST(ServerChatPage, InHeadlessChromium) {
     const auto t0 = std::chrono::steady_clock::now();
     const char* skip = std::getenv("GLIA_SKIP_BROWSER_TESTS");
@@ -92,7 +133,7 @@ TEST(ServerChatPage, InHeadlessChromium) {
     const bool lock_same = fs::exists(dir / "package-lock.json") &&
                            glia::test::read_text((dir / "package-lock.json").string()) ==
                                glia::test::read_text((src / "package-lock.json").string());
-    for (const char* f : {"package.json", "package-lock.json", "chat_page.mjs"})
+    for (const char* f : {"package.json", "package-lock.json", "chat_page.mjs", "page_checks.mjs"})
         fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
     if (!lock_same || !fs::exists(dir / "node_modules" / "playwright-core" / "package.json")) {
         const std::string cmd = "cd " + q(dir.string()) + " && npm ci --no-audit --no-fund --loglevel=error 2>&1";
@@ -108,11 +149,15 @@ TEST(ServerChatPage, InHeadlessChromium) {
     ASSERT_TRUE(srv.ok()) << srv.log();
     const std::string shot = (dir / "chat-page.png").string();
     fs::remove(shot);
+    // A second server, with --template FILE: the page names the file as the template's source.
+    const std::string tmpl = template_file();
+    ServerProcess srv_tmpl(stories(), {"-c", "256", "--parallel", "1", "--template", tmpl});
+    ASSERT_TRUE(srv_tmpl.ok()) << srv_tmpl.log();
     const std::string cmd = "cd " + q(dir.string()) + " && GLIA_CHROMIUM=" + q(chromium) + " node chat_page.mjs " +
                             q(srv.url()) + " chat-page-key " + q(shot) + " glia_server_stories_chat " +
-                            std::to_string(max_tokens) + " 2>&1";
+                            std::to_string(max_tokens) + " " + q(srv_tmpl.url()) + " " + q(tmpl) + " 2>&1";
     const int rc = glia::test::run_command(cmd, &out);
-    EXPECT_EQ(rc, 0) << cmd << "\n" << out << "\nserver log:\n" << srv.log();
+    EXPECT_EQ(rc, 0) << cmd << "\n" << out << "\nserver log:\n" << srv.log() << "\n--template server log:\n" << srv_tmpl.log();
     EXPECT_NE(out.find("ALL OK"), std::string::npos) << out;
     EXPECT_TRUE(fs::exists(shot) && fs::file_size(shot) > 10000) << "no screenshot at " << shot;
     std::printf("%s\nscreenshot: %s\nbrowser test: %.1f s\n", out.c_str(), shot.c_str(),

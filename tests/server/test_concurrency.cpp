@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <future>
 
+#include "raw_http.h"
 #include "server_fixture.h"
 
 namespace {
@@ -59,6 +60,51 @@ TEST(ServerConcurrency, SixteenGreedyStreamsEqualEachAlone) {
         EXPECT_EQ(r.finish_reason, "length");
         EXPECT_EQ(r.text, alone[i]) << "prompt " << i << ": " << kPrompts[i];
     }
+    EXPECT_EQ(wait_blocks_free(srv), 0);
+}
+
+// Item: with as many connections as --max-concurrent, requests were refused 503 "busy":
+// a request whose client had gone still counted until its handler noticed, and a bad
+// request was refused as busy instead of getting its 4xx. Now a request counts once it
+// is valid, and admission over the limit first drops the requests of clients that went.
+TEST(ServerConcurrency, InFlightLimitCountsOnlyValidRequestsOfLiveClients) {
+    ServerProcess srv(stories(), {"-c", "4096", "--parallel", "2", "--max-concurrent", "2"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    auto long_stream = [&] {
+        auto c = std::make_unique<RawConn>(srv.port());
+        const std::string b = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}.dump();
+        c->send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(b.size()) + "\r\n\r\n" + b);
+        c->read_for(0.05);
+        return c;
+    };
+    auto wait_in_flight = [&](double n) {
+        for (int i = 0; i < 200 && metric(srv, "glia_http_requests_in_flight") != n; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return metric(srv, "glia_http_requests_in_flight");
+    };
+    const json small = greedy("The cat sat on", 4, false);
+    auto a = long_stream();
+    auto b = long_stream();
+    ASSERT_EQ(wait_in_flight(2), 2);
+    HttpResult busy = post(srv, "/v1/completions", small);
+    EXPECT_EQ(busy.status, 503) << busy.body;
+    EXPECT_EQ(busy.j["error"]["code"], "server_busy") << busy.body;
+    // Bad requests get their 4xx, busy or not.
+    EXPECT_EQ(post(srv, "/v1/completions", std::string("{not json")).status, 400);
+    EXPECT_EQ(post(srv, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", -3}}).status, 400);
+    EXPECT_EQ(post(srv, "/v1/chat/completions", json{{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}}).status, 400);
+    // A client goes and at once sends its next request (on a new connection): admitted.
+    for (int round = 0; round < 5; ++round) {
+        ASSERT_EQ(wait_in_flight(2), 2) << round;
+        a.reset();
+        HttpResult r = post(srv, "/v1/completions", small);
+        EXPECT_EQ(r.status, 200) << round << ": " << r.body;
+        a = long_stream();
+    }
+    a.reset();
+    b.reset();
+    EXPECT_EQ(wait_in_flight(0), 0);
     EXPECT_EQ(wait_blocks_free(srv), 0);
 }
 

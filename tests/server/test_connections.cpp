@@ -23,15 +23,15 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 std::pair<int, double> health(const ServerProcess& s, double timeout_s) {
     const auto t0 = Clock::now();
     RawConn c(s.port());
-    if (!c.ok() || !c.send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) return {0, seconds_since(t0)};
+    if (!c.ok() || !c.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")) return {0, seconds_since(t0)};
     const std::string r = c.read_responses(1, timeout_s);
     return {RawConn::status_of(r), seconds_since(t0)};
 }
 
-const std::string kPartial = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+const std::string kPartial = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
 
 std::string post_raw(const std::string& path, const std::string& body, const std::string& content_type = "application/json") {
-    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: " + content_type +
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + content_type +
            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -127,7 +127,7 @@ protected:
 ServerProcess* ServerBodies::srv = nullptr;
 
 const std::string kChunkedHead =
-    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
 
 // Item: --max-body is not enforced on chunked bodies.
 TEST_F(ServerBodies, ChunkedBodyOverTheLimitIs413AtOnce) {
@@ -160,14 +160,14 @@ TEST_F(ServerBodies, ChunkedBodyOverTheLimitIs413AtOnce) {
 TEST_F(ServerBodies, LyingLengthsAndMissingBodiesAnswerAtOnce) {
     // A Content-Length past the limit is refused before any byte of the body is sent.
     RawConn c(srv->port());
-    ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 200000000\r\n\r\n"));
+    ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200000000\r\n\r\n"));
     auto t0 = Clock::now();
     const std::string r = c.read_responses(1, 2.0);
     EXPECT_LT(seconds_since(t0), 1.0);
     EXPECT_EQ(RawConn::status_of(r), 413) << r;
     // Item: a POST with neither Content-Length nor chunks has no body: 400 at once.
     RawConn none(srv->port());
-    ASSERT_TRUE(none.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(none.send("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     t0 = Clock::now();
     const std::string rn = none.read_responses(1, 2.0);
     EXPECT_LT(seconds_since(t0), 1.0);
@@ -205,9 +205,9 @@ TEST(ServerStatuses, FormBodyOver8KiBUnderALargerLimit) {
 // Item: three pipelined requests on one connection get three answers, in order.
 TEST_F(ServerBodies, PipelinedRequestsAreAllAnswered) {
     RawConn c(srv->port());
-    ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+    ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
                        post_raw("/v1/completions", R"({"prompt": "Once upon", "max_tokens": 3})") +
-                       "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+                       "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     const std::string r = c.read_responses(3, 10.0);
     ASSERT_EQ(RawConn::count_responses(r), 3) << r;
     const size_t second = r.find("HTTP/1.1", 1), third = r.find("HTTP/1.1", second + 1);

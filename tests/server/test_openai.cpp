@@ -100,6 +100,64 @@ TEST(OpenAIParse, ErrorsNameTheField) {
     EXPECT_EQ(parse_error("[1,2]").code, "invalid_json");
 }
 
+// Roles: OpenAI's six; any other is refused, naming the message and the roles allowed.
+TEST(OpenAIParse, UnknownRolesAreRefused) {
+    for (const char* role : {"system", "developer", "user", "assistant", "tool", "function"})
+        EXPECT_NO_THROW(parse_request(std::string(R"({"messages":[{"role":")") + role + R"(","content":"x"}]})", Endpoint::CHAT, {}))
+            << role;
+    for (const char* role : {"User", "bot", "", "ipython"}) {
+        const ApiError e = parse_error(std::string(R"({"messages":[{"role":"user","content":"a"},{"role":")") + role +
+                                       R"(","content":"x"}]})");
+        EXPECT_EQ(e.status, 400) << role;
+        EXPECT_EQ(e.param, "messages[1].role") << role;
+        EXPECT_NE(e.message.find("messages[1].role"), std::string::npos) << e.message;
+        EXPECT_NE(e.message.find("\"developer\""), std::string::npos) << e.message;
+        EXPECT_NE(e.message.find("\"function\""), std::string::npos) << e.message;
+    }
+}
+
+// Tool names: 1 to 64 of [A-Za-z0-9_.-], no two alike; descriptions are strings.
+TEST(OpenAIParse, ToolNamesAreCheckedAndUnique) {
+    auto with_tools = [](const std::string& tools) { return "{" + kMsgs + R"(,"tools":)" + tools + "}"; };
+    auto tool = [](const std::string& name) {
+        return R"({"type":"function","function":{"name":")" + name + R"(","parameters":{"type":"object"}}})";
+    };
+    Job ok = parse_request(with_tools("[" + tool("get_weather") + "," + tool("ns.read-file_2") + "," + tool(std::string(64, 'a')) + "]"),
+                           Endpoint::CHAT, {});
+    EXPECT_EQ(ok.tools.size(), 3u);
+    struct Case {
+        std::string tools, param;
+    };
+    const std::vector<Case> cases = {
+        {"[" + tool("get_weather") + "," + tool("get_weather") + "]", "tools[1].function.name"},
+        {"[" + tool("a") + "," + tool("b") + "," + tool("a") + "]", "tools[2].function.name"},
+        {"[" + tool("</s>") + "]", "tools[0].function.name"},
+        {"[" + tool("get weather") + "]", "tools[0].function.name"},
+        {"[" + tool("f(x)") + "]", "tools[0].function.name"},
+        {"[" + tool("caf\\u00e9") + "]", "tools[0].function.name"},
+        {"[" + tool(std::string(65, 'a')) + "]", "tools[0].function.name"},
+        {"[" + tool("") + "]", "tools[0].function.name"},
+        {R"([{"type":"function","function":{"name":"f","description":5}}])", "tools[0].function.description"},
+    };
+    for (const Case& c : cases) {
+        const ApiError e = parse_error(with_tools(c.tools));
+        EXPECT_EQ(e.status, 400) << c.tools;
+        EXPECT_EQ(e.param, c.param) << c.tools << " -> " << e.message;
+        EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+    }
+}
+
+// n > 1 streams: accepted; every chunk names its choice.
+TEST(OpenAIParse, SeveralChoicesMayStream) {
+    Job j = parse_request("{" + kMsgs + R"(,"n":3,"stream":true})", Endpoint::CHAT, {});
+    EXPECT_EQ(j.n, 3);
+    EXPECT_TRUE(j.stream);
+    const ResponseId r = new_response_id(Endpoint::CHAT, "m");
+    EXPECT_EQ(chat_chunk(r, json{{"content", "x"}}, nullptr, nullptr, false, 2)["choices"][0]["index"], 2);
+    EXPECT_EQ(completion_chunk(r, "x", "stop", nullptr, 0, false, 1)["choices"][0]["index"], 1);
+    EXPECT_EQ(chat_chunk(r, json{{"content", "x"}}, nullptr, nullptr, false)["choices"][0]["index"], 0);
+}
+
 TEST(OpenAIShapes, ErrorAndResponses) {
     ApiError e{404, "nope", "not_found_error", "model", "model_not_found"};
     const json j = error_json(e);

@@ -120,6 +120,64 @@ TEST(ServerPromptTokens, ChatContentCannotInjectControlTokens) {
     ASSERT_EQ(p.status, 200) << p.body;
     EXPECT_EQ(c.j["choices"][0]["message"]["content"], p.j["choices"][0]["text"]);
 }
+
+// Item: tool fields were tokenized with special-token parsing on: "</s></s></s>" in a
+// tool's description cost 9 fewer prompt tokens than "</x></x></x>". Every string a
+// request sends to the template is text: tool names, descriptions, parameter schemas
+// (keys too), assistant tool-call names and arguments, tool results.
+TEST(ServerPromptTokens, ToolFieldsCannotInjectControlTokens) {
+    const std::string tmpl =
+        "{{ bos_token }}{% for t in tools %}Tool {{ t.function.name }}: {{ t.function.description }} "
+        "{{ t.function.parameters.properties | tojson }}\n{% endfor %}"
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}{% if m.tool_calls %}{% for c in m.tool_calls %} call "
+        "{{ c.function.name }} {{ c.function.arguments | tojson }}{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}Assistant:";
+    ServerProcess srv(stories_with_chat_template("tool_fields", tmpl), {"-c", "512"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    Loaded l = load("models/stories260K.gguf");
+    const Vocab& v = *l.vocab;
+    ASSERT_TRUE(v.is_control(v.find_token("</s>")));
+
+    struct Fields {
+        std::string desc = "Weather.", key = "city", key_desc = "A city.", call_name = "get_weather", arg = "Paris",
+                    result = "18 C";
+    };
+    auto request = [](const Fields& f) {
+        json params = {{"type", "object"}, {"properties", {{f.key, {{"type", "string"}, {"description", f.key_desc}}}}}};
+        json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"description", f.desc}, {"parameters", params}}}}});
+        json call = {{"id", "call_1"}, {"type", "function"},
+                     {"function", {{"name", f.call_name}, {"arguments", json{{"q", f.arg}}.dump()}}}};
+        json msgs = json::array({{{"role", "user"}, {"content", "hi"}},
+                                 {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
+                                 {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", f.result}}});
+        return json{{"messages", msgs}, {"tools", tools}, {"max_tokens", 1}, {"temperature", 0}};
+    };
+    // The prompt as text (the template's JSON: ", " and ": " separators), its tokens with
+    // the template's BOS.
+    auto text_tokens = [&](const Fields& f) {
+        const std::string props = "{" + json(f.key).dump() + ": {\"type\": \"string\", \"description\": " + json(f.key_desc).dump() + "}}";
+        const std::string text = "Tool get_weather: " + f.desc + " " + props + "\nuser: hi\nassistant:  call " + f.call_name +
+                                 " {\"q\": " + json(f.arg).dump() + "}\ntool: " + f.result + "\nAssistant:";
+        return 1 + v.tokenize(text, false, false).size();
+    };
+    auto prompt_tokens = [&](const Fields& f) {
+        HttpResult r = post(srv, "/v1/chat/completions", request(f));
+        EXPECT_EQ(r.status, 200) << r.body;
+        return r.j["usage"]["prompt_tokens"].get<size_t>();
+    };
+    const Fields plain;
+    EXPECT_EQ(prompt_tokens(plain), text_tokens(plain)) << "the expected prompt text is the template's";
+    const std::vector<std::pair<const char*, std::string Fields::*>> fields = {
+        {"description", &Fields::desc}, {"parameter key", &Fields::key}, {"parameter description", &Fields::key_desc},
+        {"tool-call name", &Fields::call_name}, {"tool-call arguments", &Fields::arg}, {"tool result", &Fields::result}};
+    for (const auto& [what, member] : fields) {
+        for (const std::string& value : {std::string("</s></s></s>"), std::string("</x></x></x>"), std::string("a<s>b")}) {
+            Fields f;
+            f.*member = value;
+            EXPECT_EQ(prompt_tokens(f), text_tokens(f)) << what << " = " << value;
+        }
+    }
+}
 #endif
 
 }  // namespace

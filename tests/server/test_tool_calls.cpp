@@ -92,7 +92,9 @@ TEST(ToolCalls, StreamsHoldBackOnlyWhatMayBeginACall) {
 TEST(ToolCalls, ForcedCallGrammarFollowsTheFormatAndTheParameters) {
     auto h = tool_call_grammar(ToolFormat::HERMES, kTools, "");
     EXPECT_TRUE(accepts(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
-    EXPECT_TRUE(accepts(h, "<tool_call>\n{\"arguments\": {\"a\": 1, \"b\": -2}, \"name\": \"add\"}\n</tool_call>"));
+    EXPECT_TRUE(accepts(h, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": -2}}\n</tool_call>"));
+    // The name first, then the arguments (a fixed order, as the reference's grammars have it).
+    EXPECT_FALSE(accepts(h, "<tool_call>\n{\"arguments\": {\"a\": 1, \"b\": -2}, \"name\": \"add\"}\n</tool_call>"));
     EXPECT_FALSE(accepts(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"));
     EXPECT_FALSE(accepts(h, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
     EXPECT_FALSE(accepts(h, "Sure! <tool_call>"));

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "command.h"
@@ -16,6 +17,7 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #if GLIA_HAVE_SERVER
+#include "server/browser_policy.h"
 #include "server/server.h"
 #endif
 #include "tokenizer/chat_template.h"
@@ -42,11 +44,21 @@ int cmd_serve(const std::vector<std::string>& argv) {
                     "A model without a chat template renders chat messages as 'role: content' lines\n"
                     "followed by 'assistant:'. Listens on 127.0.0.1 unless --host says otherwise;\n"
                     "with --api-key every /v1 route needs 'Authorization: Bearer KEY'.\n"
+                    "Browser safety: a request whose Origin header is not the server's own origin is\n"
+                    "refused (403) unless --cors-origin allows it; bound to a loopback address, the\n"
+                    "server answers only Host headers naming loopback (localhost, 127.x.x.x, [::1];\n"
+                    "against DNS rebinding) unless --allowed-hosts adds names. Clients that send no\n"
+                    "Origin (SDKs, curl) are not affected.\n"
                     "Sampling options set the defaults of fields a request leaves out");
     a.opt("-m,--model", "FILE", "model file (or give it as the first argument)")
         .opt("--host", "ADDR", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
         .opt("--port", "N", "TCP port (0 = any free port, printed at start)", "8080")
         .opt("--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (also $GLIA_API_KEY)")
+        .opt("--cors-origin", "ORIGINS", "browser origins allowed to call the API cross-origin, comma-separated "
+                                         "(e.g. http://localhost:3000), or '*' for any; answers their CORS preflights")
+        .opt("--allowed-hosts", "HOSTS", "Host names accepted besides localhost/127.x.x.x/[::1], comma-separated, or "
+                                         "'*' for any (checked by default when bound to loopback; given, also on other "
+                                         "addresses)")
         .opt("--alias", "NAME", "model id reported and accepted (default: the file's stem)")
         .opt("-t,--threads", "N", "CPU threads, 0..1024 (0 = all cores)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope");
@@ -87,6 +99,13 @@ int cmd_serve(const std::vector<std::string>& argv) {
     so.api_key = a.str("--api-key");
     if (so.api_key.empty())
         if (const char* k = std::getenv("GLIA_API_KEY")) so.api_key = k;
+    so.cors_origin = a.str("--cors-origin");
+    so.allowed_hosts = a.str("--allowed-hosts");
+    try {
+        (void)server::make_browser_policy(so.host, so.allowed_hosts, so.cors_origin);
+    } catch (const std::invalid_argument& e) {
+        fail(e.what());
+    }
     so.max_body = static_cast<size_t>(a.integer("--max-body", 1, 1LL << 40));
     so.max_tokens_limit = static_cast<int>(a.integer("--max-tokens-limit", 1, kMaxInt));
     so.max_concurrent = static_cast<int>(a.integer("--max-concurrent", 0, 1 << 20));
@@ -111,8 +130,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
     so.verbose = a.has("-v");
-    if (a.has("--template")) so.chat_template = read_file(a.str("--template"));
-    else if (!a.has("--no-template")) so.chat_template = tok::chat_template(model->file());
+    if (a.has("--template")) {
+        so.chat_template = read_file(a.str("--template"));
+        so.chat_template_file = a.str("--template");
+    } else if (!a.has("--no-template")) so.chat_template = tok::chat_template(model->file());
     if (so.chat_template.empty())
         std::fprintf(stderr, "glia serve: '%s' has no chat template; chat messages are rendered as 'role: content' lines "
                              "followed by 'assistant:' (pass --template FILE.jinja to use one)\n", path.c_str());

@@ -38,7 +38,7 @@
   let apiKey = '';
   try { apiKey = localStorage.getItem(KEY) || ''; } catch (e) { /* storage disabled */ }
   let current = convs.length ? convs[0].id : null;
-  let running = null;  // { controller, conv, msg, node, t0, tFirst, n }
+  let running = null;  // { controller, conv, msg, node, t0, tFirst, tLast, n }
   let props = null;
 
   // ---- storage ----
@@ -157,10 +157,18 @@
     if (props) {
       rows.push(['architecture', props.architecture], ['layers', props.n_layer], ['embedding', props.n_embd],
         ['vocabulary', props.n_vocab], ['context', props.n_ctx + ' (trained ' + props.n_ctx_train + ')'],
-        ['parallel', props.n_parallel], ['template', props.chat_template ? 'from the file' : 'none (plain roles)']);
+        ['parallel', props.n_parallel], ['template', templateText(props)]);
     }
     rows.push(['last reply', lastSpeed()]);
     showProps(rows);
+  }
+  // Where the server's chat template came from (/props: chat_template_source, and
+  // chat_template_file for `glia serve --template FILE`).
+  function templateText(p) {
+    if (p.chat_template_source === 'file') return '--template ' + p.chat_template_file;
+    if (p.chat_template_source === 'model') return 'from the model file';
+    if (p.chat_template_source === 'none' || !p.chat_template) return 'none (plain roles)';
+    return 'set';  // a server that does not say where from
   }
   function lastSpeed() {
     for (const c of convs)
@@ -274,6 +282,18 @@
     updateLastSpeed();
   }
 
+  // Tokens per second, or null: the tokens after the first over the time from the first
+  // to the last (decoding), when that time is long enough to measure; otherwise (the
+  // network can deliver a short reply in one read, a few microseconds apart) all the
+  // tokens over the time from sending the request to the last token, which is never
+  // shorter than the server took.
+  const MIN_RATE_MS = 250;
+  function tokenRate(tokens, t0, tFirst, tLast) {
+    if (!tFirst || tokens < 1) return null;
+    if (tokens >= 2 && tLast - tFirst >= MIN_RATE_MS) return (tokens - 1) / ((tLast - tFirst) / 1000);
+    return tLast > t0 ? tokens / ((tLast - t0) / 1000) : null;
+  }
+
   // Streaming updates are drawn once per frame.
   let drawQueued = false;
   function scheduleDraw() {
@@ -285,8 +305,8 @@
       const box = $('messages');
       const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
       fillMessage(running.node, running.msg);
-      const secs = (performance.now() - (running.tFirst || running.t0)) / 1000;
-      status(running.n + ' tokens' + (running.tFirst && secs > 0.05 ? ', ' + (running.n / secs).toFixed(1) + ' tok/s' : '') + '…');
+      const rate = tokenRate(running.n, running.t0, running.tFirst, performance.now());
+      status(running.n + ' tokens' + (rate ? ', ' + rate.toFixed(1) + ' tok/s' : '') + '…');
       if (atBottom) box.scrollTop = box.scrollHeight;
     });
   }
@@ -310,12 +330,36 @@
       checkSettings();
     });
   }
+  // On a narrow screen (chat.css: under 760 px) the conversation list and the settings are
+  // drawers over the conversation, with a scrim behind them that closes them.
+  function showScrim() {
+    $('scrim').hidden = $('settings').hidden && !$('app').classList.contains('sidebar-open');
+  }
   function toggleSettings(show) {
     $('settings').hidden = !show;
     $('settings-toggle').setAttribute('aria-expanded', String(show));
+    if (show) toggleSidebar(false);
+    showScrim();
+  }
+  function toggleSidebar(show) {
+    $('app').classList.toggle('sidebar-open', show);
+    $('sidebar-toggle').setAttribute('aria-expanded', String(show));
+    if (show) toggleSettings(false);
+    showScrim();
   }
   $('settings-toggle').addEventListener('click', () => toggleSettings($('settings').hidden));
   $('settings-close').addEventListener('click', () => toggleSettings(false));
+  $('sidebar-toggle').addEventListener('click', () => toggleSidebar(!$('app').classList.contains('sidebar-open')));
+  $('scrim').addEventListener('click', () => {
+    toggleSettings(false);
+    toggleSidebar(false);
+  });
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && !$('scrim').hidden) {
+      toggleSettings(false);
+      toggleSidebar(false);
+    }
+  });
 
   // The request's sampling fields from the settings; throws a message naming the field.
   function samplingFields() {
@@ -356,6 +400,7 @@
   function newConversation() {
     if (running && running.conv.id === current) stop();
     current = null;
+    toggleSidebar(false);
     render();
     $('input').focus();
   }
@@ -372,6 +417,7 @@
     if (!li) return;
     if (e.target.closest('.conv-delete')) return deleteConversation(li.dataset.id);
     current = li.dataset.id;
+    toggleSidebar(false);
     render();
   });
 
@@ -429,7 +475,7 @@
     c.messages.push(msg);
     c.updated = Date.now();
     save();
-    running = { controller: new AbortController(), conv: c, msg, node: null, t0: performance.now(), tFirst: 0, n: 0 };
+    running = { controller: new AbortController(), conv: c, msg, node: null, t0: performance.now(), tFirst: 0, tLast: 0, n: 0 };
     const run = running;
     render();
     setBusy(true);
@@ -448,8 +494,9 @@
       let buf = '';
       for (;;) {
         const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
+        // The bytes of a character split between two reads wait in the decoder (stream:
+        // true) until the rest arrives; at the end a last line without its newline counts.
+        buf += done ? dec.decode() + '\n' : dec.decode(value, { stream: true });
         let at;
         while ((at = buf.indexOf('\n')) >= 0) {
           const line = buf.slice(0, at).replace(/\r$/, '');
@@ -465,25 +512,26 @@
           if (!ch) continue;
           const d = ch.delta && ch.delta.content;
           if (d) {
-            if (!run.tFirst) run.tFirst = performance.now();
+            run.tLast = performance.now();
+            if (!run.tFirst) run.tFirst = run.tLast;
             msg.content += d;
             ++run.n;
             scheduleDraw();
           }
           if (ch.finish_reason) msg.finish = ch.finish_reason;
         }
+        if (done) break;
       }
     } catch (e) {
       if (e.name === 'AbortError') msg.stopped = true;
       else msg.error = e.message;
     }
-    const tEnd = performance.now();
     const tokens = usage && usage.completion_tokens != null ? usage.completion_tokens : run.n;
     msg.stats = { tokens };
     if (run.tFirst) {
       msg.stats.ttft_ms = run.tFirst - run.t0;
-      const secs = (tEnd - run.tFirst) / 1000;
-      if (tokens > 1 && secs > 0) msg.stats.tps = (tokens - 1) / secs;  // decoding speed, after the first token
+      const rate = tokenRate(tokens, run.t0, run.tFirst, run.tLast);
+      if (rate) msg.stats.tps = rate;
     }
     if (usage) {
       msg.stats.prompt_tokens = usage.prompt_tokens;

@@ -1,6 +1,8 @@
 // A small Markdown renderer for the chat page's replies: paragraphs, headings, lists,
 // block quotes, rules, pipe tables, fenced code blocks (a fence left open, as while a reply
-// streams, runs to the end), code spans, emphasis, strike-through and links.
+// streams, runs to the end); within a line (markdown_inline.js) code spans, emphasis,
+// strike-through and links. Each block test scans its line once (no regular expression
+// that can backtrack for more than linear time), and nesting is limited to 8 levels.
 //
 // Safety: the model's text is untrusted. Every piece of it is HTML-escaped before any
 // markup is added, markup is added only by the patterns below, links only keep http(s)
@@ -9,64 +11,71 @@
 'use strict';
 
 (function (root) {
-  const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-  function escapeHtml(s) {
-    return String(s).replace(/[&<>"']/g, (c) => ESC[c]);
+  const { inline, escapeHtml } = root.GliaMarkdownInline;  // markdown_inline.js, loaded first
+
+  // Block patterns: each test scans its line once.
+  function indentOf(line) {
+    let i = 0;
+    while (line[i] === ' ') ++i;
+    return i;
   }
-
-  // Placeholders (\u0001<n>\u0002) keep finished HTML (code spans, links) away from the
-  // later inline patterns; the input's own control characters of that kind are dropped.
-  function inline(raw) {
-    const saved = [];
-    const keep = (html) => '\u0001' + (saved.push(html) - 1) + '\u0002';
-    let text = '';
-    // Code spans first, on the raw text: their content is shown as is.
-    const code = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g;
-    let last = 0;
-    let m;
-    while ((m = code.exec(raw)) !== null) {
-      text += escapeHtml(raw.slice(last, m.index));
-      let c = m[2];
-      if (/^ [\s\S]* $/.test(c) && c.trim() !== '') c = c.slice(1, -1);
-      text += keep('<code>' + escapeHtml(c) + '</code>');
-      last = m.index + m[0].length;
-    }
-    text += escapeHtml(raw.slice(last));
-
-    // Only http(s) and mailto links; `label` is escaped text (it keeps its emphasis).
-    const link = (label, url) => {
-      const u = url.replace(/^&lt;|&gt;$/g, '');
-      if (!/^(https?:\/\/|mailto:)/i.test(u)) return null;
-      return keep('<a href="' + u + '" target="_blank" rel="noopener noreferrer">') + label + keep('</a>');
-    };
-    // [label](url "title") — the label keeps its emphasis; the title is dropped.
-    text = text.replace(/\[([^\]\n]+)\]\(\s*((?:[^\s()&]|&amp;|&lt;|&gt;)+)(?:\s+&quot;[^\n]*?&quot;)?\s*\)/g,
-      (all, label, url) => link(label, url) || all);
-    // Bare URLs.
-    text = text.replace(/(^|[\s(])(https?:\/\/(?:[^\s<>&\u0001\u0002]|&amp;)+?)(?=[.,:;!?)]*(?:\s|$|&quot;|&#39;|&lt;|&gt;|\u0001))/g,
-      (all, pre, url) => pre + (link(keep(url), url) || url));
-
-    text = text
-      .replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, '<strong>$1</strong>')
-      .replace(/(^|[^\w])__(?=\S)([\s\S]*?\S)__(?!\w)/g, '$1<strong>$2</strong>')
-      .replace(/(^|[^*\w])\*(?=[^\s*])([^*\n]*?[^\s*])\*(?![*\w])/g, '$1<em>$2</em>')
-      .replace(/(^|[^\w])_(?=[^\s_])([^_\n]*?[^\s_])_(?!\w)/g, '$1<em>$2</em>')
-      .replace(/~~(?=\S)([\s\S]*?\S)~~/g, '<del>$1</del>');
-    // Placeholders may nest (a code span inside a link's label): restore until none are left.
-    for (let i = 0; i < 4 && text.indexOf('\u0001') >= 0; ++i)
-      text = text.replace(/\u0001(\d+)\u0002/g, (all, n) => saved[Number(n)]);
-    return text;
+  function trimTabs(s) {
+    let a = 0;
+    let b = s.length;
+    while (a < b && (s[a] === ' ' || s[a] === '\t')) ++a;
+    while (b > a && (s[b - 1] === ' ' || s[b - 1] === '\t')) --b;
+    return s.slice(a, b);
   }
-
-  const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^`\n]*$/;
-  const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
-  const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
+  // An opening fence: {fence, lang} or null. The rest of a fence line holds no backtick.
+  function fenceOf(line) {
+    const i = indentOf(line);
+    const c = line[i];
+    if (i > 3 || (c !== '`' && c !== '~')) return null;
+    let j = i;
+    while (line[j] === c) ++j;
+    if (j - i < 3 || line.indexOf('`', j) >= 0) return null;
+    const info = trimTabs(line.slice(j));
+    const k = info.search(/\s/);
+    return { fence: line.slice(i, j), lang: k < 0 ? info : info.slice(0, k) };
+  }
+  const CLOSE_FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*$/;
   const QUOTE = /^ {0,3}>[ ]?(.*)$/;
   const ITEM = /^( {0,3})([-*+]|\d{1,9}[.)])(?:[ \t]+(.*)|[ \t]*$)/;
-  const TABLE_RULE = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
+  // A heading: {level, text} or null; a closing run of '#' is dropped.
+  function headingOf(line) {
+    const i = indentOf(line);
+    let j = i;
+    while (line[j] === '#') ++j;
+    if (i > 3 || j === i || j - i > 6 || (j < line.length && line[j] !== ' ' && line[j] !== '\t')) return null;
+    let text = trimTabs(line.slice(j));
+    let k = text.length;
+    while (k > 0 && text[k - 1] === '#') --k;
+    if (k === 0) text = '';
+    else if (k < text.length && (text[k - 1] === ' ' || text[k - 1] === '\t')) text = trimTabs(text.slice(0, k));
+    return { level: j - i, text };
+  }
+  // A thematic break: three or more of one of - * _, spaces and tabs between.
+  function isRule(line) {
+    const i = indentOf(line);
+    const c = line[i];
+    if (i > 3 || (c !== '-' && c !== '*' && c !== '_')) return false;
+    let n = 0;
+    for (let j = i; j < line.length; ++j) {
+      if (line[j] === c) ++n;
+      else if (line[j] !== ' ' && line[j] !== '\t') return false;
+    }
+    return n >= 3;
+  }
+  // A table's delimiter row: | :--- | ---: | with the outer pipes optional.
+  function isTableRule(line) {
+    let s = trimTabs(line);
+    if (s.startsWith('|')) s = s.slice(1);
+    if (s.endsWith('|')) s = s.slice(0, -1);
+    return s.split('|').every((c) => /^:?-+:?$/.test(trimTabs(c)));
+  }
 
   function startsBlock(line) {
-    return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
+    return fenceOf(line) || headingOf(line) || isRule(line) || QUOTE.test(line) || ITEM.test(line);
   }
 
   function cells(line) {
@@ -95,14 +104,14 @@
         ++i;
         continue;
       }
-      if ((m = FENCE.exec(line))) {
-        const fence = m[1];
-        const lang = m[2].replace(/[^\w+#.-]/g, '').slice(0, 32);
+      if ((m = fenceOf(line))) {
+        const fence = m.fence;
+        const lang = m.lang.replace(/[^\w+#.-]/g, '').slice(0, 32);
         const body = [];
         const indent = line.match(/^ */)[0].length;
         ++i;
         while (i < lines.length) {
-          const close = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(lines[i]);
+          const close = CLOSE_FENCE.exec(lines[i]);
           if (close && close[1][0] === fence[0] && close[1].length >= fence.length) break;
           body.push(lines[i].replace(new RegExp('^ {0,' + indent + '}'), ''));
           ++i;
@@ -115,13 +124,13 @@
           '</code></pre></div>');
         continue;
       }
-      if ((m = HEADING.exec(line))) {
-        const n = m[1].length;
-        out.push('<h' + n + '>' + inline(m[2] || '') + '</h' + n + '>');
+      if ((m = headingOf(line))) {
+        const n = m.level;
+        out.push('<h' + n + '>' + inline(m.text) + '</h' + n + '>');
         ++i;
         continue;
       }
-      if (RULE.test(line)) {
+      if (isRule(line)) {
         out.push('<hr>');
         ++i;
         continue;
@@ -186,7 +195,7 @@
           '</' + tag + '>');
         continue;
       }
-      if (line.indexOf('|') >= 0 && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1]) && lines[i + 1].indexOf('-') >= 0 &&
+      if (line.indexOf('|') >= 0 && i + 1 < lines.length && isTableRule(lines[i + 1]) && lines[i + 1].indexOf('-') >= 0 &&
           (lines[i + 1].indexOf('|') >= 0 || cells(line).length === 1)) {
         const head = line;
         const rule = lines[i + 1];

@@ -1,23 +1,26 @@
 // The chat page (GET /) in a real browser: Debian's chromium, headless, driven by
 // playwright-core. Run by tests/server/test_chat_page.cpp against `glia serve` started
-// with --api-key:
-//   node chat_page.mjs BASE_URL API_KEY SCREENSHOT.png MODEL_ID MAX_TOKENS
+// with --api-key (and a model file with a chat template), and a second one started with
+// --template FILE and no key:
+//   node chat_page.mjs BASE_URL API_KEY SCREENSHOT.png MODEL_ID MAX_TOKENS TEMPLATE_URL TEMPLATE_FILE
 // $GLIA_CHROMIUM names the browser (default /usr/bin/chromium). Prints one line per
-// check and "ALL OK" when every check passed (exit 0), else exits 1.
+// check and "ALL OK" when every check passed (exit 0), else exits 1. Besides SCREENSHOT.png
+// (desktop) it writes SCREENSHOT-phone.png and SCREENSHOT-phone-settings.png (390 x 844).
 import { chromium } from 'playwright-core';
+import { markdownChecks, phone, streamedFromTheTest, templateFromFile } from './page_checks.mjs';
 
-const [base, apiKey, shot, modelId, maxTokensArg] = process.argv.slice(2);
-if (!base || !apiKey || !shot || !modelId || !maxTokensArg) {
-  console.error('usage: node chat_page.mjs BASE_URL API_KEY SCREENSHOT.png MODEL_ID MAX_TOKENS');
+const [base, apiKey, shot, modelId, maxTokensArg, templateUrl, templateFile] = process.argv.slice(2);
+if (!base || !apiKey || !shot || !modelId || !maxTokensArg || !templateUrl || !templateFile) {
+  console.error('usage: node chat_page.mjs BASE_URL API_KEY SCREENSHOT.png MODEL_ID MAX_TOKENS TEMPLATE_URL TEMPLATE_FILE');
   process.exit(2);
 }
 const maxTokens = Number(maxTokensArg);
 const exe = process.env.GLIA_CHROMIUM || '/usr/bin/chromium';
 const t0 = Date.now();
 const watchdog = setTimeout(() => {
-  console.error('FAIL: the browser test took over 120 s');
+  console.error('FAIL: the browser test took over 240 s');
   process.exit(1);
-}, 120000);
+}, 240000);
 
 let failures = 0;
 function check(cond, what) {
@@ -25,6 +28,8 @@ function check(cond, what) {
   if (!cond) ++failures;
 }
 const step = (name) => console.log(`== ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+// What the checks in page_checks.mjs need.
+const env = { base, apiKey, shot, modelId, templateUrl, templateFile, exe, check, step };
 
 async function metric(name) {
   const text = await (await fetch(base + '/metrics')).text();
@@ -82,6 +87,7 @@ try {
   'with the key, the model\'s properties show: ' + (await page.textContent('#model-props')).replace(/\s+/g, ' '));
   const propsText = await page.textContent('#model-props');
   check(/architecture\s*llama/.test(propsText) && /context/.test(propsText), 'the properties come from /props');
+  check(/template\s*from the model file/.test(propsText), 'the template is the model file\'s own: ' + propsText.replace(/\s+/g, ' '));
 
   step('a streamed reply');
   await page.click('#settings-toggle');
@@ -146,6 +152,7 @@ try {
   check(unit[0].includes('class="code open"') && unit[0].includes('let a = 1 &lt; 2;'), 'an unclosed fence (mid-stream) renders as code');
   check(unit[1] === '<p>a &lt;b&gt;b&lt;/b&gt; &amp; &quot;c&quot;</p>', 'the renderer escapes HTML: ' + unit[1]);
   check(/<ul[^>]*><li><p>x<\/p><ul[^>]*><li><p>y<\/p><\/li><\/ul><\/li><\/ul>/.test(unit[2]), 'nested lists: ' + unit[2]);
+  await markdownChecks(env, page);
 
   step('a long follow-up in that conversation: screenshot mid-stream, then Stop');
   await page.click('#settings-toggle');
@@ -200,6 +207,10 @@ try {
   await page.click('#new-chat');
   check((await page.locator('.msg').count()) === 0 && (await page.textContent('#conv-title')) === 'New chat',
     'New chat starts an empty conversation');
+
+  await templateFromFile(env, browser);
+  await streamedFromTheTest(env, browser);
+  await phone(env, browser);
 
   step('the page itself');
   check(foreign.length === 0, 'nothing was fetched from outside the server' + (foreign.length ? ': ' + foreign.join(' ') : ''));
