@@ -1,10 +1,11 @@
-// The attention kernels of each SIMD level against the scalar ones: per-query kernels
-// and the prefill tile kernel, over head sizes, query counts, causal / window ranges and
+// The attention tile kernel of each SIMD level against the scalar one, over head sizes,
+// query counts (decode-sized tiles of 1-4 queries too), causal / window ranges and
 // soft-capping. Probabilities are rounded to f16 in both, so results agree closely.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -77,7 +78,7 @@ TEST(Attention, TileKernelMatchesScalar) {
     const AttnKernels& fast = cpu::simd::attn_kernels(Isa::Avx512);
     uint32_t seed = 1;
     for (int hd : {64, 128, 256})
-        for (int nq : {8, 17, 32, 64})
+        for (int nq : {1, 2, 4, 8, 17, 32, 64})
             for (int n : {nq / 2 + 1, 130, 300}) run_tile_case(fast, hd, hd, nq, n, 0, 0.0f, seed++);
     run_tile_case(fast, 128, 64, 32, 200, 0, 0.0f, seed++);   // different value size
     run_tile_case(fast, 64, 64, 32, 300, 100, 0.0f, seed++);  // sliding window
@@ -85,31 +86,59 @@ TEST(Attention, TileKernelMatchesScalar) {
     run_tile_case(fast, 48, 48, 16, 100, 0, 0.0f, seed++);    // head size the fast path hands to scalar
 }
 
-TEST(Attention, PerQueryKernelsMatchScalar) {
-    if (!cpu::simd::isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU: only the scalar kernels run";
-    const AttnKernels& fast = cpu::simd::attn_kernels(Isa::Avx512);
-    const AttnKernels& ref = cpu::simd::attn_kernels(Isa::Scalar);
-    std::mt19937 rng(7);
-    for (int hd : {64, 128}) {
-        const int nq = 4, n = 333;
-        Cache k(rng, n, hd, 1.0f), v(rng, n, hd, 1.0f);
-        std::normal_distribution<float> g(0.f, 1.f);
-        std::vector<float> q(size_t(nq) * hd);
-        for (auto& x : q) x = round_f16(g(rng));
-        std::vector<float> s1(size_t(nq) * n), s2(size_t(nq) * n);
-        ref.scores(hd, nq, q.data(), k.rows.data(), 0, n, s1.data(), n);
-        fast.scores(hd, nq, q.data(), k.rows.data(), 0, n, s2.data(), n);
-        for (size_t i = 0; i < s1.size(); ++i) ASSERT_NEAR(s1[i], s2[i], 1e-3f * (1.0f + std::fabs(s1[i])));
-        for (int j = 0; j < nq; ++j) {
-            ref.softmax(&s1[size_t(j) * n], n, 0.125f, 0.0f);
-            fast.softmax(&s2[size_t(j) * n], n, 0.125f, 0.0f);
-        }
-        for (size_t i = 0; i < s1.size(); ++i) ASSERT_NEAR(s1[i], s2[i], 1e-3f * std::max(1e-3f, s1[i]));
-        std::vector<float> a1(size_t(nq) * hd, 0.5f), a2(size_t(nq) * hd, 0.5f);  // accumulates
-        ref.weighted_sum(hd, nq, s1.data(), n, v.rows.data(), 0, n, a1.data());
-        fast.weighted_sum(hd, nq, s1.data(), n, v.rows.data(), 0, n, a2.data());
-        for (size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-4f);
-    }
+// A query's outputs do not depend on the tile it is computed in: each query of a tile of
+// 17 (window and soft-cap cases too), run alone over just its own cells, gives the same
+// bits. Prompts and decode then agree (runtime: PrefillDecodeBits.*).
+TEST(Attention, QueryAloneGivesItsTileBits) {
+    std::vector<const AttnKernels*> levels = {&cpu::simd::attn_kernels(Isa::Scalar)};
+    if (cpu::simd::isa_supported(Isa::Avx512)) levels.push_back(&cpu::simd::attn_kernels(Isa::Avx512));
+    for (const AttnKernels* kern : levels)
+        for (int window : {0, 40})
+            for (float cap : {0.0f, 30.0f}) {
+                const int hd = 64, nq = 17, n = 150;
+                std::mt19937 rng(5 + window);
+                Cache k(rng, n, hd, 1.0f), v(rng, n, hd, 1.0f);
+                std::normal_distribution<float> g(0.f, 1.f);
+                std::vector<float> q(size_t(nq) * hd);
+                for (auto& x : q) x = round_f16(g(rng));
+                std::vector<int> lo(nq), hi(nq);
+                for (int j = 0; j < nq; ++j) {
+                    hi[j] = n - (nq - 1 - j) * 3;
+                    lo[j] = window > 0 ? std::max(0, hi[j] - window) : 0;
+                }
+                AttnTile t;
+                t.hd = t.hd_v = hd;
+                t.nq = nq;
+                t.q = q.data();
+                t.k = k.rows.data();
+                t.v = v.rows.data();
+                t.n = n;
+                t.lo = lo.data();
+                t.hi = hi.data();
+                t.scale = 0.125f;
+                t.softcap = cap;
+                std::vector<float> all(size_t(nq) * hd);
+                t.out = all.data();
+                t.out_stride = size_t(hd);
+                kern->tile(t);
+                for (int j = 0; j < nq; ++j) {
+                    AttnTile a = t;
+                    const int lo1 = 0, hi1 = hi[j] - lo[j];
+                    a.nq = 1;
+                    a.q = q.data() + size_t(j) * hd;
+                    a.k = k.rows.data() + lo[j];
+                    a.v = v.rows.data() + lo[j];
+                    a.n = hi1;
+                    a.lo = &lo1;
+                    a.hi = &hi1;
+                    std::vector<float> one(static_cast<size_t>(hd));
+                    a.out = one.data();
+                    kern->tile(a);
+                    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + size_t(j) * hd, sizeof(float) * hd))
+                        << "query " << j << " window " << window << " cap " << cap
+                        << (kern == levels[0] ? " (scalar)" : " (avx512)");
+                }
+            }
 }
 
 }  // namespace

@@ -91,81 +91,6 @@ inline void prefetch_row(const uint16_t* r, int n_values) {
     for (int i = 0; i < n_values; i += 32) __builtin_prefetch(r + i, 0, 3);
 }
 
-// Head sizes are multiples of 16 up to 256 here (others take the scalar path).
-GLIA_TARGET_AVX512 void scores_avx512(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n,
-                                      float* s, size_t s_stride) {
-    const int nv = hd / 16;
-    for (int c = 0; c < std::min(n, kAhead); ++c) prefetch_row(k[c] + off, hd);
-    for (int c = 0; c < n; ++c) {
-        if (c + kAhead < n) prefetch_row(k[c + kAhead] + off, hd);
-        const uint16_t* kr = k[c] + off;
-        __m512 kv[16];
-        for (int v = 0; v < nv; ++v) kv[v] = load_f16(kr + 16 * v);
-        for (int j = 0; j < nq; ++j) {
-            const float* qj = q + static_cast<size_t>(j) * hd;
-            __m512 a0 = _mm512_mul_ps(kv[0], _mm512_loadu_ps(qj));
-            __m512 a1 = _mm512_setzero_ps();
-            int v = 1;
-            for (; v + 1 < nv; v += 2) {
-                a1 = _mm512_fmadd_ps(kv[v], _mm512_loadu_ps(qj + 16 * v), a1);
-                a0 = _mm512_fmadd_ps(kv[v + 1], _mm512_loadu_ps(qj + 16 * (v + 1)), a0);
-            }
-            if (v < nv) a1 = _mm512_fmadd_ps(kv[v], _mm512_loadu_ps(qj + 16 * v), a1);
-            s[j * s_stride + c] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        }
-    }
-}
-
-GLIA_TARGET_AVX512 void softmax_avx512(float* s, int n, float scale, float cap) {
-    if (cap > 0.0f) {
-        for (int c = 0; c < n; ++c) s[c] = std::tanh(s[c] * scale * (1.0f / cap)) * cap;
-        scale = 1.0f;
-    }
-    const __m512 vs = _mm512_set1_ps(scale);
-    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    int c = 0;
-    for (; c + 16 <= n; c += 16) mx = _mm512_max_ps(mx, _mm512_mul_ps(_mm512_loadu_ps(s + c), vs));
-    const __mmask16 tail = static_cast<__mmask16>((1u << (n - c)) - 1);
-    if (tail) mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + c), vs));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (c = 0; c + 16 <= n; c += 16) {
-        const __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), vs, m));
-        _mm512_storeu_ps(s + c, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    if (tail) {
-        const __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + c), vs, m));
-        _mm512_mask_storeu_ps(s + c, tail, e);
-        sum = _mm512_mask_add_ps(sum, tail, sum, e);
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (c = 0; c + 16 <= n; c += 16) _mm512_storeu_ps(s + c, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c), inv)));
-    if (tail) _mm512_mask_storeu_ps(s + c, tail, avx512::round_f16_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + c), inv)));
-}
-
-GLIA_TARGET_AVX512 void weighted_sum_avx512(int hd, int nq, const float* p, size_t p_stride,
-                                            const uint16_t* const* v, size_t off, int n, float* acc) {
-    // Eight vectors (128 values) of one query's output in registers at a time.
-    for (int c = 0; c < std::min(n, kAhead); ++c) prefetch_row(v[c] + off, hd);
-    for (int j = 0; j < nq; ++j) {
-        const float* pj = p + j * p_stride;
-        for (int i0 = 0; i0 < hd; i0 += 128) {
-            const int nv = std::min(8, (hd - i0) / 16);
-            __m512 a[8];
-            for (int x = 0; x < nv; ++x) a[x] = _mm512_loadu_ps(acc + static_cast<size_t>(j) * hd + i0 + 16 * x);
-            for (int c = 0; c < n; ++c) {
-                if (j == 0 && i0 == 0 && c + kAhead < n) prefetch_row(v[c + kAhead] + off, hd);
-                if (pj[c] == 0.0f) continue;
-                const __m512 pc = _mm512_set1_ps(pj[c]);
-                const uint16_t* vr = v[c] + off + i0;
-                for (int x = 0; x < nv; ++x) a[x] = _mm512_fmadd_ps(pc, load_f16(vr + 16 * x), a[x]);
-            }
-            for (int x = 0; x < nv; ++x) _mm512_storeu_ps(acc + static_cast<size_t>(j) * hd + i0 + 16 * x, a[x]);
-        }
-    }
-}
-
 // The tile kernel keeps 16 queries in the lanes of a vector: scores come out as one
 // vector per cell (no horizontal sums), the softmax runs down the cells with vertical
 // operations, and the weighted sum broadcasts each probability against f32 value rows.
@@ -287,25 +212,14 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     }
 }
 
-// Head sizes the AVX-512 kernels do not cover go to the scalar ones.
-GLIA_TARGET_AVX512 void scores_dispatch(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n,
-                                        float* s, size_t s_stride) {
-    if (hd % 16 || hd > 256) return scores_scalar(hd, nq, q, k, off, n, s, s_stride);
-    scores_avx512(hd, nq, q, k, off, n, s, s_stride);
-}
-GLIA_TARGET_AVX512 void weighted_sum_dispatch(int hd, int nq, const float* p, size_t p_stride,
-                                              const uint16_t* const* v, size_t off, int n, float* acc) {
-    if (hd % 16) return weighted_sum_scalar(hd, nq, p, p_stride, v, off, n, acc);
-    weighted_sum_avx512(hd, nq, p, p_stride, v, off, n, acc);
-}
 #endif
 
 }  // namespace
 
 const AttnKernels& attn_kernels(Isa isa) {
-    static const AttnKernels scalar{scores_scalar, softmax_scalar, weighted_sum_scalar, tile_scalar};
+    static const AttnKernels scalar{tile_scalar};
 #ifdef GLIA_SIMD_X86
-    static const AttnKernels avx512{scores_dispatch, softmax_avx512, weighted_sum_dispatch, tile_avx512};
+    static const AttnKernels avx512{tile_avx512};
     if (isa == Isa::Avx512 && isa_supported(Isa::Avx512)) return avx512;
 #endif
     (void)isa;

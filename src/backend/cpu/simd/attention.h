@@ -9,7 +9,8 @@
 
 namespace glia::cpu::simd {
 
-// One tile of queries against a range of cache cells, softmax included: the prefill path.
+// One tile of queries against a range of cache cells, softmax included: every query of
+// prompts and decode alike (a query's bits do not depend on the tile it is in).
 struct AttnTile {
     int hd = 0, hd_v = 0;         // key and value head sizes
     int nq = 0;                   // queries, rows q + j * hd (f32 holding f16-rounded values)
@@ -26,18 +27,9 @@ struct AttnTile {
 };
 
 struct AttnKernels {
-    // s[j * s_stride + c] = dot(q_j, k[c] + off) for queries j < nq (rows q + j * hd,
-    // f32) and cells c < n.
-    void (*scores)(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n, float* s,
-                   size_t s_stride);
-    // In place over one query's row of n scores: s = scale * s (then cap * tanh(s / cap)
-    // when cap > 0), softmax, each probability rounded to f16 (as the reference feeds
-    // them to its f16 dot product with V).
-    void (*softmax)(float* s, int n, float scale, float cap);
-    // acc[j * hd + i] += sum_c p[j * p_stride + c] * v[c][off + i] for j < nq, i < hd.
-    void (*weighted_sum)(int hd, int nq, const float* p, size_t p_stride, const uint16_t* const* v, size_t off,
-                         int n, float* acc);
-    // The whole tile (same numerics as scores + softmax + weighted_sum).
+    // Each query of the tile: q.k over the head dimension (one FMA chain), scaled (and
+    // soft-capped), softmax down its cells, probabilities rounded to f16, the weighted sum
+    // of V in cell order.
     void (*tile)(const AttnTile& t);
 };
 
