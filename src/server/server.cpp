@@ -1078,7 +1078,9 @@ struct HttpServer::Impl {
         // New text and logprobs of this choice as one chunk. False when the client went away.
         bool stream_step(httplib::DataSink& sink, int index, std::chrono::milliseconds wait) {
             const bool chat = job.endpoint == Endpoint::CHAT;
-            std::vector<TokenLogprob> lps = step(wait);
+            // A choice may be over before its first chunk: start_more reads the first
+            // choice's events until its first token, and a short reply ends in that read.
+            std::vector<TokenLogprob> lps = over() ? std::vector<TokenLogprob>{} : step(wait);
             if (!all_lp.empty()) {  // tokens read before the stream began (start_more)
                 lps.insert(lps.begin(), std::make_move_iterator(all_lp.begin()), std::make_move_iterator(all_lp.end()));
                 all_lp.clear();
@@ -1151,7 +1153,7 @@ struct HttpServer::Impl {
                     if (r.ended) continue;
                     if (!r.over()) ok = r.stream_step(sink, int(i), wait);
                     if (r.error) error = &*r.error;
-                    else if (ok && r.over()) ok = r.stream_end(sink, int(i));
+                    else if (ok && r.over()) ok = r.stream_step(sink, int(i), wait) && r.stream_end(sink, int(i));  // what is left, then the end
                 }
             }
             if (error && !sink.is_writable()) ok = false;  // cancelled because its client went away

@@ -110,6 +110,24 @@ TEST(ServerStreamChoices, SeveralChoicesStreamInterleavedByIndex) {
         EXPECT_EQ(s.choices[i].finish, "length") << i;
         EXPECT_EQ(s.choices[i].after_finish, 0) << i;
     }
+    // One token each: the first choice is over (its events read while the others were
+    // started) before its stream begins; its text still goes out, before its end.
+    for (json body : {json{{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"n", 2}},
+                      json{{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"temperature", 0}, {"n", 3}}}) {
+        whole = post(srv, "/v1/completions", body);
+        ASSERT_EQ(whole.status, 200) << whole.body;
+        body["stream"] = true;
+        raw = post(srv, "/v1/completions", body);
+        ASSERT_EQ(raw.status, 200) << raw.body;
+        s = read_stream(raw.body, false);
+        EXPECT_EQ(s.malformed, 0) << raw.body;
+        ASSERT_EQ(s.choices.size(), whole.j["choices"].size()) << raw.body;
+        for (size_t i = 0; i < s.choices.size(); ++i) {
+            EXPECT_FALSE(s.choices[int(i)].text.empty()) << i << ": " << raw.body;
+            EXPECT_EQ(s.choices[int(i)].text, whole.j["choices"][i]["text"]) << i << ": " << raw.body;
+            EXPECT_EQ(s.choices[int(i)].after_finish, 0) << i;
+        }
+    }
     // The engine is idle afterwards: nothing running, no block held.
     for (int i = 0; i < 50 && metric(srv, "glia_kv_cache_blocks_used") != 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
