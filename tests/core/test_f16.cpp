@@ -27,7 +27,9 @@ TEST(F16, RoundsToNearestEven) {
         // neighbours
         double lo = f16_to_f32(uint16_t(h - 1)), hi = f16_to_f32(uint16_t(h + 1));
         if (std::isinf(got)) { EXPECT_GE(std::fabs(f), 65520.0f); continue; }
-        if (!std::isnan(lo)) EXPECT_LE(std::fabs(got - f), std::fabs(lo - f)) << f;
+        if (!std::isnan(lo)) {
+            EXPECT_LE(std::fabs(got - f), std::fabs(lo - f)) << f;
+        }
         EXPECT_LE(std::fabs(got - f), std::fabs(hi - f)) << f;
     }
     EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even

@@ -119,7 +119,9 @@ TEST(Embeddings, MeanPoolingIsTheSameWhateverTheChunks) {
     for (size_t i = 0; i < prompts.size(); ++i) {
         ASSERT_EQ(whole[i].size(), chunked[i].size());
         for (size_t d = 0; d < whole[i].size(); ++d) EXPECT_NEAR(whole[i][d], chunked[i][d], 1e-4);
-        if (prompts[i].size() > 1) EXPECT_NE(whole[i], last[i]);
+        if (prompts[i].size() > 1) {
+            EXPECT_NE(whole[i], last[i]);
+        }
     }
 }
 

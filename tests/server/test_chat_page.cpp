@@ -99,7 +99,9 @@ TEST(ServerChatPage, PropsNameTheTemplateSource) {
         SCOPED_TRACE(t.model + (t.args.empty() ? "" : " " + t.args[0]));
         EXPECT_EQ(j.value("chat_template_source", "(missing)"), t.source) << r->body;
         EXPECT_EQ(j.value("chat_template_file", "(missing)"), t.path) << r->body;
-        if (t.source == "file") EXPECT_EQ(j["chat_template"], glia::test::read_text(file));
+        if (t.source == "file") {
+            EXPECT_EQ(j["chat_template"], glia::test::read_text(file));
+        }
         EXPECT_EQ(j["chat_template"].get<std::string>().empty(), t.source == "none");
     }
 }

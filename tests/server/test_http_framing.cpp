@@ -52,7 +52,7 @@ ServerProcess* ServerFraming::srv = nullptr;
 TEST_F(ServerFraming, BodyOfAGetIsNotRunAsARequest) {
     const double before = metric(*srv, "glia_requests_total");
     const std::string inner = post("/v1/completions", kCompletion);
-    for (const std::string method : std::vector<std::string>{"GET /health", "GET /v1/models", "OPTIONS /v1/completions"}) {
+    for (const std::string& method : std::vector<std::string>{"GET /health", "GET /v1/models", "OPTIONS /v1/completions"}) {
         RawConn c(srv->port());
         ASSERT_TRUE(c.send(method + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " + std::to_string(inner.size()) +
                            "\r\n\r\n" + inner));

@@ -221,7 +221,9 @@ TEST(ServerRequestDepth, ForcedToolCallIsNotPaddedWithWhitespace) {
         // Outside strings (where a raw tab cannot be), a tab only indents after a newline.
         bool indenting = false;
         for (char c : text) {
-            if (c == '\t') EXPECT_TRUE(indenting) << text;
+            if (c == '\t') {
+                EXPECT_TRUE(indenting) << text;
+            }
             indenting = c == '\n' || ((c == ' ' || c == '\t') && indenting);
         }
     }
