@@ -1151,9 +1151,9 @@ struct HttpServer::Impl {
                 for (size_t i = 0; i < runs.size() && ok && !error; ++i) {
                     Run& r = *runs[i];
                     if (r.ended) continue;
-                    if (!r.over()) ok = r.stream_step(sink, int(i), wait);
+                    ok = r.stream_step(sink, int(i), wait);  // (a choice already over sends what is left)
                     if (r.error) error = &*r.error;
-                    else if (ok && r.over()) ok = r.stream_step(sink, int(i), wait) && r.stream_end(sink, int(i));  // what is left, then the end
+                    else if (ok && r.over()) ok = r.stream_end(sink, int(i));
                 }
             }
             if (error && !sink.is_writable()) ok = false;  // cancelled because its client went away

@@ -5,6 +5,8 @@
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include "grammar_test_util.h"
+
 #include "grammar/regex.h"
 #include "server/json_depth.h"
 #include "server/json_schema.h"
@@ -14,10 +16,7 @@ using namespace glia::server;
 
 namespace {
 
-bool accepts(const std::shared_ptr<grammar::Grammar>& g, const std::string& text) {
-    grammar::Matcher m(g);
-    return m.feed(text) && m.accepting();
-}
+using test::accepts;
 
 std::shared_ptr<grammar::Grammar> compile(const std::string& schema) { return compile_schema(json::parse(schema), "schema"); }
 

@@ -5,6 +5,8 @@
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
+#include "grammar_test_util.h"
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -20,10 +22,7 @@ using namespace glia::server;
 
 namespace {
 
-bool accepts(const std::shared_ptr<grammar::Grammar>& g, const std::string& text) {
-    grammar::Matcher m(g);
-    return m.feed(text) && m.accepting();
-}
+using test::accepts;
 
 // A reference validator for the keywords the compiler supports (independent code).
 bool valid(const json& v, const json& s, const json& root) {

@@ -170,36 +170,34 @@ void op_attention(const Node& n, ThreadPool& pool) {
                             const float* qs = reinterpret_cast<const float*>(q.row(head, toks_s[i0 + i]));
                             vm.round_f16(qs, &qbuf[((h * nt + i) * group + g) * hd], hd);
                         }
-                {
-                    // One tile kernel call per head, for prompts and decode alike: a query's
-                    // bits depend only on its own position and the cache (the per-query
-                    // kernels sum in another order, so a history decoded token by token
-                    // differed from the same history prefilled: PrefillDecodeBits.*).
-                    lo_hi.resize(2 * static_cast<size_t>(nq));
-                    for (int j = 0; j < nq; ++j) {
-                        const int p = pos[toks_s[i0 + j / group]];
-                        lo_hi[j] = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
-                        lo_hi[nq + j] = p + 1 - c_lo;
-                    }
-                    for (int64_t h = 0; h < nh; ++h) {
-                        simd::AttnTile at;
-                        at.hd = static_cast<int>(hd);
-                        at.hd_v = static_cast<int>(hd_v);
-                        at.nq = nq;
-                        at.q = &qbuf[static_cast<size_t>(h * nq) * hd];
-                        at.k = krows_s + c_lo;
-                        at.v = vrows_s + c_lo;
-                        at.k_off = (kv0 + h) * hd;
-                        at.v_off = (kv0 + h) * hd_v;
-                        at.n = nc;
-                        at.lo = lo_hi.data();
-                        at.hi = lo_hi.data() + nq;
-                        at.scale = ap.scale;
-                        at.softcap = ap.softcap;
-                        at.out = &acc[static_cast<size_t>(h * nq) * hd_v];
-                        at.out_stride = static_cast<size_t>(hd_v);
-                        kern.tile(at);
-                    }
+                // One tile kernel call per head, for prompts and decode alike: a query's
+                // bits depend only on its own position and the cache (decode once took
+                // per-query kernels that summed in another order: a history decoded token by token
+                // differed from the same history prefilled: PrefillDecodeBits.*).
+                lo_hi.resize(2 * static_cast<size_t>(nq));
+                for (int j = 0; j < nq; ++j) {
+                    const int p = pos[toks_s[i0 + j / group]];
+                    lo_hi[j] = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
+                    lo_hi[nq + j] = p + 1 - c_lo;
+                }
+                for (int64_t h = 0; h < nh; ++h) {
+                    simd::AttnTile at;
+                    at.hd = static_cast<int>(hd);
+                    at.hd_v = static_cast<int>(hd_v);
+                    at.nq = nq;
+                    at.q = &qbuf[static_cast<size_t>(h * nq) * hd];
+                    at.k = krows_s + c_lo;
+                    at.v = vrows_s + c_lo;
+                    at.k_off = (kv0 + h) * hd;
+                    at.v_off = (kv0 + h) * hd_v;
+                    at.n = nc;
+                    at.lo = lo_hi.data();
+                    at.hi = lo_hi.data() + nq;
+                    at.scale = ap.scale;
+                    at.softcap = ap.softcap;
+                    at.out = &acc[static_cast<size_t>(h * nq) * hd_v];
+                    at.out_stride = static_cast<size_t>(hd_v);
+                    kern.tile(at);
                 }
                 for (int64_t h = 0; h < nh; ++h)
                     for (int64_t i = 0; i < nt; ++i)
