@@ -307,6 +307,29 @@ void parse_response_format(const json& body, Job& job) {
     job.schema = *sc;
 }
 
+// reasoning_format: "auto" | "deepseek" | "none" | "raw" | "deepseek-legacy" (server/reasoning.h);
+// chat_template_kwargs: an object of variables for the chat template ("enable_thinking" ...).
+void parse_reasoning_options(const json& body, Job& job) {
+    if (const json* f = field(body, "reasoning_format")) {
+        if (!f->is_string()) wrong_type("reasoning_format", "a string", *f);
+        const std::string v = f->get<std::string>();
+        if (v == "auto" || v == "deepseek") job.reasoning_format = ReasoningFormat::AUTO;
+        else if (v == "none") job.reasoning_format = ReasoningFormat::NONE;
+        else if (v == "raw" || v == "deepseek-legacy") job.reasoning_format = ReasoningFormat::RAW;
+        else
+            throw_api(400, "'reasoning_format' is \"" + v.substr(0, 64) + "\"; expected \"auto\", \"none\" or \"raw\"",
+                      "reasoning_format", "invalid_value");
+    }
+    if (const json* k = field(body, "chat_template_kwargs")) {
+        if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
+        for (const char* reserved : {"messages", "tools", "bos_token", "eos_token", "add_generation_prompt"})
+            if (k->contains(reserved))
+                throw_api(400, std::string("'chat_template_kwargs.") + reserved + "' is set by the server, not the request",
+                          std::string("chat_template_kwargs.") + reserved, "invalid_value");
+        if (!k->empty()) job.template_kwargs = *k;
+    }
+}
+
 std::string random_hex(int n) {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     static const char* digits = "0123456789abcdef";
@@ -413,7 +436,10 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
         job.echo = boolean(body, "echo").value_or(false);
     }
     parse_response_format(body, job);
-    if (endpoint == Endpoint::CHAT) parse_tools(body, job);
+    if (endpoint == Endpoint::CHAT) {
+        parse_tools(body, job);
+        parse_reasoning_options(body, job);
+    }
     return job;
 }
 
@@ -472,8 +498,10 @@ ResponseId new_response_id(Endpoint e, const std::string& model) {
 static json reason(const char* finish_reason) { return finish_reason ? json(finish_reason) : json(nullptr); }
 
 json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
-                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls) {
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls,
+                   const std::string* reasoning) {
     json message = {{"role", "assistant"}, {"content", text}};
+    if (reasoning && !reasoning->empty()) message["reasoning_content"] = *reasoning;
     if (tool_calls.is_array() && !tool_calls.empty()) {
         if (text.empty()) message["content"] = nullptr;
         message["tool_calls"] = tool_calls;

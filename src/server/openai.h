@@ -37,6 +37,9 @@ enum class Endpoint { CHAT, COMPLETION };
 
 enum class ResponseFormat { TEXT, JSON_OBJECT, JSON_SCHEMA };
 
+// reasoning_format: where a thought goes (server/reasoning.h).
+enum class ReasoningFormat { AUTO, NONE, RAW };
+
 // One validated request, before tokenization.
 struct Job {
     Endpoint endpoint = Endpoint::CHAT;
@@ -61,6 +64,9 @@ struct Job {
     std::string tool_choice_name;      // the named function
     ResponseFormat format = ResponseFormat::TEXT;  // response_format
     json schema;                       // JSON_SCHEMA: response_format.json_schema.schema
+    ReasoningFormat reasoning_format = ReasoningFormat::AUTO;  // chat: reasoning_format
+    json template_kwargs;              // chat: chat_template_kwargs, variables for the template (null when none)
+    bool thought_open = false;         // set by the server: the rendered prompt opened a thought (reasoning.h)
 };
 
 // Parses and validates a request body. `defaults` gives the sampling values of fields
@@ -100,9 +106,10 @@ ResponseId new_response_id(Endpoint e, const std::string& model);
 
 // Whole (non-streaming) responses.
 // `tool_calls` (OpenAI's message.tool_calls) when the reply called tools: content is
-// then null when empty.
+// then null when empty. `reasoning` (message.reasoning_content) when the model thought.
 json chat_response(const ResponseId& r, const std::string& text, const char* finish_reason,
-                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls = json());
+                   const std::vector<TokenLogprob>* logprobs, const Usage& u, const json& tool_calls = json(),
+                   const std::string* reasoning = nullptr);
 json completion_response(const ResponseId& r, const std::string& text, const char* finish_reason,
                          const std::vector<TokenLogprob>* logprobs, size_t text_offset0, const Usage& u);
 

@@ -31,6 +31,7 @@
 #include "server/connection.h"
 #include "server/json_body.h"
 #include "server/openai.h"
+#include "server/reasoning.h"
 #include "server/request_text.h"
 #include "server/text_stream.h"
 #include "server/web_assets.h"
@@ -118,6 +119,8 @@ struct HttpServer::Impl {
     std::string bos_text, eos_text;
     ToolFormat tool_format = ToolFormat::NONE;  // of the chat template
     std::set<int32_t> tool_marker_ids;          // its markers' tokens (shown in replies)
+    ThinkMarkers think;                         // the template's thought markers (reasoning.h)
+    std::set<int32_t> think_marker_ids;         // their tokens (shown in chat replies)
 
     std::atomic<int> active{0};  // generation requests in flight
 
@@ -182,6 +185,9 @@ struct HttpServer::Impl {
         if (tmpl) tool_format = detect_tool_format(opt.chat_template);
         for (const std::string& m : tool_markers(tool_format))
             if (const int32_t id = vocab.find_token(m); id >= 0) tool_marker_ids.insert(id);
+        if (tmpl) think = detect_think_markers(opt.chat_template);
+        for (const std::string& m : {think.open, think.close})
+            if (const int32_t id = m.empty() ? -1 : vocab.find_token(m); id >= 0) think_marker_ids.insert(id);
         setup();
     }
 
@@ -655,7 +661,8 @@ struct HttpServer::Impl {
     // The prompt's token ids. A completion's prompt is parsed for special tokens (a
     // client may send control tokens, as with the reference's servers); in a chat, only
     // the template's own text is: message contents stay text (tok::PromptTokenizer).
-    std::vector<int32_t> prompt_tokens(const Job& job) {
+    // A chat's job gets thought_open: whether the rendered prompt opened a thought.
+    std::vector<int32_t> prompt_tokens(Job& job) {
         if (job.endpoint == Endpoint::COMPLETION) {
             if (job.prompt_is_ids) {
                 for (size_t i = 0; i < job.prompt_ids.size(); ++i)
@@ -674,11 +681,14 @@ struct HttpServer::Impl {
         if (tmpl) {
             jinja::Value conv;
             try {
+                // chat_template_kwargs are variables of the template, and text like the rest.
+                json vars = job.template_kwargs.is_object()
+                                ? protect_request_text(job.template_kwargs, prompt_tokenizer, "chat_template_kwargs")
+                                : json::object();
+                vars["messages"] = messages;
                 if (!job.tools.is_null() && job.tool_choice != "none")
-                    conv = jinja::Value::parse_json(
-                        json{{"messages", messages}, {"tools", protect_request_text(job.tools, prompt_tokenizer, "tools")}}.dump());
-                else
-                    conv = jinja::Value::parse_json(messages.dump());
+                    vars["tools"] = protect_request_text(job.tools, prompt_tokenizer, "tools");
+                conv = jinja::Value::parse_json(vars.dump());
             } catch (const std::exception& e) {
                 throw_api(400, std::string("'messages' could not be read: ") + e.what(), "messages", "invalid_value");
             }
@@ -689,6 +699,7 @@ struct HttpServer::Impl {
                 throw_api(400, std::string("the model's chat template failed on these messages: ") + e.what(), "messages",
                           "template_error");
             }
+            job.thought_open = prompt_opens_thought(text, think);
         } else {
             text = plain_chat_prompt(messages);
         }
@@ -908,6 +919,12 @@ struct HttpServer::Impl {
         bool tools = false;        // the reply may hold tool calls (parsed at the end)
         bool constrained = false;  // sampled under a grammar: special tokens are text there
         size_t shown = 0;          // tools, streamed: content bytes sent so far
+        // A chat whose template thinks in markers: the thought apart from the answer
+        // (reasoning.h). RAW keeps the whole reply in content too, with the open marker the
+        // prompt wrote in front.
+        std::optional<ReasoningStream> split;
+        bool raw = false;
+        std::string raw_prefix;
 
         Run(Impl& srv, Job j, std::shared_ptr<Channel> c, uint64_t i, int np, std::shared_ptr<void> sl)
             : s(srv), job(std::move(j)), ch(std::move(c)), id(i), n_prompt(np), slot(std::move(sl)),
@@ -916,12 +933,18 @@ struct HttpServer::Impl {
             if (job.endpoint == Endpoint::COMPLETION && job.echo && !job.prompt_is_ids) echo = job.prompt;
             tools = !job.tools.is_null() && job.tool_choice != "none" && srv.tool_format != ToolFormat::NONE;
             constrained = job.format != ResponseFormat::TEXT || job.tool_choice == "required" || job.tool_choice == "function";
+            if (job.endpoint == Endpoint::CHAT && !srv.think.empty() && job.reasoning_format != ReasoningFormat::NONE) {
+                split.emplace(srv.think, job.thought_open);
+                raw = job.reasoning_format == ReasoningFormat::RAW;
+                if (raw && job.thought_open) raw_prefix = srv.think.open;
+            }
         }
 
         // A token's text in the reply: control tokens are dropped, except a tool call's
         // markers and what a grammar chose for its text.
         std::string piece(int32_t tok) const {
-            const bool special = constrained || (tools && s.tool_marker_ids.count(tok));
+            const bool special = constrained || (tools && s.tool_marker_ids.count(tok)) ||
+                                 (job.endpoint == Endpoint::CHAT && s.think_marker_ids.count(tok));
             return s.vocab.token_to_piece(tok, special);
         }
 
@@ -1044,20 +1067,34 @@ struct HttpServer::Impl {
         json whole() const {
             const Usage usage{n_prompt, n_generated, n_cached};
             const std::vector<TokenLogprob>* lp = job.logprobs ? &all_lp : nullptr;
-            if (tools) {
-                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
-                if (!r.calls.empty())
-                    return chat_response(rid, r.content, "tool_calls", lp, usage, tool_calls_json(r.calls, false));
+            SplitReply reply{"", text.text()};
+            if (split) {
+                reply = split_reasoning(text.text(), s.think, job.thought_open);
+                if (raw) reply.content = raw_prefix + text.text();
             }
-            return job.endpoint == Endpoint::CHAT
-                       ? chat_response(rid, text.text(), finish_reason, lp, usage)
-                       : completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+            json j;
+            const ParsedReply r = tools ? parse_tool_calls(s.tool_format, reply.content) : ParsedReply{};
+            if (!r.calls.empty())
+                j = chat_response(rid, r.content, "tool_calls", lp, usage, tool_calls_json(r.calls, false), &reply.reasoning);
+            else if (job.endpoint == Endpoint::CHAT)
+                j = chat_response(rid, reply.content, finish_reason, lp, usage, json(), &reply.reasoning);
+            else
+                j = completion_response(rid, echo + text.text(), finish_reason, lp, echo.size(), usage);
+            // The stop string that ended the reply (as vLLM's stop_reason).
+            if (!text.matched().empty()) j["choices"][0]["stop_reason"] = text.matched();
+            return j;
+        }
+
+        // The reply's content so far: the text, less the thought when it is split off.
+        std::string content_so_far() const {
+            if (!split) return text.text();
+            return raw ? raw_prefix + text.text() : split->content();
         }
 
         // Tools, streamed: the content that can be sent now (never the start of a call;
         // whole UTF-8 characters).
         std::string tool_content_delta() {
-            const std::string& all = text.text();
+            const std::string all = content_so_far();
             const size_t upto = utf8_complete_prefix(all, content_prefix(s.tool_format, all));
             if (upto <= shown) return "";
             std::string d = all.substr(shown, upto - shown);
@@ -1088,10 +1125,20 @@ struct HttpServer::Impl {
             if (error) return true;
             if (!sink.is_writable()) return false;
             std::string delta = text.take(finish_reason != nullptr);
+            std::string thought;  // reasoning_content, when the thought is split off
+            if (split) {
+                split->append(delta, finish_reason != nullptr);
+                thought = split->take_reasoning();
+                if (!raw) delta = split->take_content();
+                else if (!raw_prefix.empty() && text_offset == 0) delta = raw_prefix + delta;
+            }
             if (tools) delta = tool_content_delta();
-            if (delta.empty() && lps.empty()) return true;
+            if (delta.empty() && thought.empty() && lps.empty()) return true;
             const std::vector<TokenLogprob>* lp = job.logprobs ? &lps : nullptr;
-            const bool ok = chat ? write_event(sink, chat_chunk(rid, json{{"content", delta}}, nullptr, lp, job.include_usage, index))
+            json d = json::object();
+            if (!thought.empty()) d["reasoning_content"] = thought;
+            if (!delta.empty() || thought.empty()) d["content"] = delta;
+            const bool ok = chat ? write_event(sink, chat_chunk(rid, d, nullptr, lp, job.include_usage, index))
                                  : write_event(sink, completion_chunk(rid, delta, nullptr, lp, text_offset, job.include_usage, index));
             text_offset += delta.size();
             return ok;
@@ -1106,10 +1153,11 @@ struct HttpServer::Impl {
             bool ok = true;
             if (tools) {
                 // The reply is whole: the rest of the content, then its calls.
-                const ParsedReply r = parse_tool_calls(s.tool_format, text.text());
+                const std::string all = content_so_far();
+                const ParsedReply r = parse_tool_calls(s.tool_format, all);
                 std::string rest;
-                if (r.calls.empty()) rest = text.text().substr(std::min(shown, text.text().size()));
-                else if (r.content.size() > shown && r.content.compare(0, shown, text.text(), 0, shown) == 0)
+                if (r.calls.empty()) rest = all.substr(std::min(shown, all.size()));
+                else if (r.content.size() > shown && r.content.compare(0, shown, all, 0, shown) == 0)
                     rest = r.content.substr(shown);
                 if (!rest.empty())
                     ok = write_event(sink, chat_chunk(rid, json{{"content", rest}}, nullptr, nullptr, job.include_usage, index));
@@ -1119,9 +1167,11 @@ struct HttpServer::Impl {
                     reason = "tool_calls";
                 }
             }
-            if (job.endpoint == Endpoint::CHAT)
-                return ok && write_event(sink, chat_chunk(rid, empty, reason, nullptr, job.include_usage, index));
-            return ok && write_event(sink, completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage, index));
+            json last = job.endpoint == Endpoint::CHAT
+                            ? chat_chunk(rid, empty, reason, nullptr, job.include_usage, index)
+                            : completion_chunk(rid, "", finish_reason, nullptr, text_offset, job.include_usage, index);
+            if (!text.matched().empty()) last["choices"][0]["stop_reason"] = text.matched();  // as in whole()
+            return ok && write_event(sink, last);
         }
 
         // Streams the choices of one request to their end; true when the stream was

@@ -17,7 +17,13 @@ bool TextStream::append(const std::string& piece) {
     // A stop string completed by this piece starts at most max_stop_ - 1 bytes before it.
     const size_t from = old >= max_stop_ ? old - max_stop_ + 1 : 0;
     size_t best = std::string::npos;
-    for (const auto& s : stop_) best = std::min(best, text_.find(s, from));
+    for (const auto& s : stop_) {
+        const size_t at = text_.find(s, from);
+        if (at < best || (at == best && at != std::string::npos && s.size() > matched_.size())) {
+            best = at;
+            matched_ = s;
+        }
+    }
     if (best == std::string::npos) return false;
     text_.resize(best);
     sent_ = std::min(sent_, best);

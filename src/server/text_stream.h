@@ -15,6 +15,8 @@ public:
     // is cut where it starts and nothing more may be appended.
     bool append(const std::string& piece);
     bool stopped() const { return stopped_; }
+    // The stop string that ended the text ("" while none has).
+    const std::string& matched() const { return matched_; }
     // The text not handed out yet that is safe to send now (whole UTF-8 characters, not
     // a possible beginning of a stop string). After a stop, or with `final`, everything.
     std::string take(bool final = false);
@@ -24,7 +26,7 @@ public:
 private:
     std::vector<std::string> stop_;
     size_t max_stop_ = 0;
-    std::string text_;
+    std::string text_, matched_;
     size_t sent_ = 0;
     bool stopped_ = false;
 };
