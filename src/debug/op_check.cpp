@@ -388,7 +388,13 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             out = g.attention(q, k, v, ai, ap);
             const double ctx = double(s.n_past + T);
             r.bytes = 4.0 * (q->n_elements() * 2 + k->n_elements() + v->n_elements()) + ctx * hd * nkv * 2 * 2;
-            r.flops = 4.0 * hd * nh * T * ctx;
+            // q.k and p.V over the cells each token sees (causal, and the window).
+            double seen = 0;
+            for (int64_t t = 0; t < T; ++t) {
+                const double p = double(s.n_past + t);
+                seen += s.window > 0 ? std::min<double>(p + 1, s.window) : p + 1;
+            }
+            r.flops = 4.0 * hd * nh * seen;
             break;
         }
         case Op::MOE_TOPK: case Op::MOE_WEIGHTS: {

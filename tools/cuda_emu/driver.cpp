@@ -7,6 +7,7 @@
 // alignment faults, register or shared-memory limits, races between warps (threads here are
 // scheduled by the OS), speed. run.sh builds it.
 #include "kernels_emu.h"
+#include "attention_check.h"
 #include <cstdio>
 #include <map>
 #include <random>
@@ -422,6 +423,7 @@ int main() {
         return check_products() + check_mma16_products() + check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention") return check_attention_tc();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {
@@ -504,7 +506,7 @@ int main() {
             run(r);
         }
     }
-    const int pb = check_products() + check_mma16_products() + check_moe_packed();
-    std::printf("%d of %d checks failed\n", bad + pb, n + 10);
+    const int pb = check_products() + check_mma16_products() + check_moe_packed() + check_attention_tc();
+    std::printf("%d of %d checks failed\n", bad + pb, n + 15);
     return bad + pb;
 }

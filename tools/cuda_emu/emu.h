@@ -87,6 +87,8 @@ struct int4 { int x, y, z, w; };
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 template <class T> T __ldg(const T* p) { return *p; }
+template <class T> T __ldcg(const T* p) { return *p; }
+inline int __ffs(int x) { return x ? __builtin_ctz(unsigned(x)) + 1 : 0; }
 inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline int __dp4a(int a, int b, int c) {  // four signed byte products added to c
     for (int i = 0; i < 4; ++i) c += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
@@ -162,6 +164,20 @@ inline void ldsm_x4(uint32_t (&r)[4], const void* row) {
     g_wbar->arrive_and_wait();
     for (int i = 0; i < 4; ++i)
         std::memcpy(&r[i], static_cast<const uint8_t*>(g_ldsm[size_t(base + 8 * i + lane / 4)]) + 4 * (lane % 4), 4);
+    g_wbar->arrive_and_wait();
+}
+// ldmatrix .x4.trans: lane (g, t) gets the 16-bit values at column g of rows 2t, 2t + 1 of
+// matrix i (rows named by lanes 8i + 2t, 8i + 2t + 1).
+inline void ldsm_x4_trans(uint32_t (&r)[4], const void* row) {
+    const int t = int(threadIdx.x), base = t & ~31, lane = t & 31, g = lane / 4, tq = lane % 4;
+    g_ldsm[size_t(t)] = row;
+    g_wbar->arrive_and_wait();
+    for (int i = 0; i < 4; ++i) {
+        uint16_t lo, hi;
+        std::memcpy(&lo, static_cast<const uint8_t*>(g_ldsm[size_t(base + 8 * i + 2 * tq)]) + 2 * g, 2);
+        std::memcpy(&hi, static_cast<const uint8_t*>(g_ldsm[size_t(base + 8 * i + 2 * tq + 1)]) + 2 * g, 2);
+        r[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+    }
     g_wbar->arrive_and_wait();
 }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {  // bytes of y:x picked by s's nibbles

@@ -44,6 +44,8 @@ inline float __bfloat162float(uint16_t h) { return glia::bf16_to_f32(h); }
 inline uint16_t f2h(float f) { return glia::f32_to_f16(f); }
 inline uint16_t f2bf(float f) { return glia::f32_to_bf16(f); }
 struct __half { uint16_t v; };
+struct __half2 { __half x, y; };
+inline float2 __half22float2(__half2 h) { return {glia::f16_to_f32(h.x.v), glia::f16_to_f32(h.y.v)}; }
 inline __half __float2half_rn(float f) { return {glia::f32_to_f16(f)}; }
 inline float __half2float(__half h) { return glia::f16_to_f32(h.v); }
 inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
@@ -69,16 +71,25 @@ struct Rows {
 };
 }
 '''
+# the attention launchers' declarations and shared-memory sizes, as common.cuh has them
+common = open(W + 'common.cuh').read()
+attn_decls = '\n'.join(m.group(0) for m in re.finditer(
+    r'(bool attention_tc_usable[^;]*;|size_t attention_tc_scratch_bytes[^;]*;|void launch_attention_tc[^;]*;|'
+    r'inline size_t attention_smem_bytes[^}]*}|constexpr size_t attention_max_smem[^}]*})', common))
+head = head.rstrip()[:-1] + 'inline void __threadfence() {}\n' + attn_decls + '\n}\n'
+
 def dyn_smem(s):
     # dynamic shared memory as the emulator's buffer (the inline-assembly helpers of mma.cuh,
     # tensor-core mma and cp.async, come from emu.h)
     s = s.replace('extern __shared__ float part[];', 'float* part = reinterpret_cast<float*>(g_dyn.data());')
+    s = s.replace('extern __shared__ float qs[];', 'float* qs = reinterpret_cast<float*>(g_dyn.data());')
     return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
                      'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
 
 parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('glu.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
          dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
-for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu']:
+for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu', 'k_attention.cu',
+          'k_attention_tc.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(dyn_smem(body(f)).replace('kThreads', 'kThreads_' + f.split('.')[0])
                  .replace('kWarps', 'kWarps_' + f.split('.')[0])

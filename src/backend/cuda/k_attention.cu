@@ -276,6 +276,7 @@ int64_t tokens_per_launch(int64_t n_head, int64_t hd_v) {
 }  // namespace
 
 size_t attention_scratch_bytes(const Node& n) {
+    if (attention_tc_usable(n)) return attention_tc_scratch_bytes(n);
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& v = *n.src[AttnArg::V];
     const int64_t T = std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0]));
@@ -283,6 +284,7 @@ size_t attention_scratch_bytes(const Node& n) {
 }
 
 size_t attention_counters(const Node& n) {
+    if (attention_tc_usable(n)) return 0;
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& v = *n.src[AttnArg::V];
     return size_t(std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0])) * n.src[AttnArg::K]->ne[1]);
@@ -305,6 +307,10 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
         launch_pdl(store_kv_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
                    n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2),
                    vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
+    if (attention_tc_usable(n)) {
+        launch_attention_tc(n, s, scratch);
+        return;
+    }
     const Tensor& pages = *n.src[AttnArg::PAGES];
     const int64_t group = n_head / n_kv;
     const int64_t chunk = tokens_per_launch(n_head, hd_v);

@@ -51,6 +51,16 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* row) {
                  : "r"(a));
 }
 
+// ldmatrix .x4.trans (b16): rows named as above; lane (g, t) receives the 16-bit values at
+// column g of rows 2t and 2t + 1 of matrix i in r[i] (low half first): with cells as matrix
+// rows and value dims as columns, the B fragment of mma.sync m16n8k16 for P . V.
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* row) {
+    const unsigned a = unsigned(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
 // Warpgroup tensor-core products (sm_90a: wgmma), A from registers, B from shared memory.
 // Each warp w of the 4-warp group holds rows 16w .. 16w + 15 of A in mma.sync m16n8k16's A
 // layout (regs 0, 2 row g, 1, 3 row g + 8; k 2t, 2t + 1, + 8 for regs 2, 3); B is N x 16
