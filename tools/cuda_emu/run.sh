@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Checks the CUDA kernels without a GPU: turns src/backend/cuda's kernel files (all but
-# attention) into host code (gen.py, emu.h; mma.sync int8 and f16/bf16, cp.async emulated)
-# and runs them through the op harness against the scalar references; the packed products at
-# 1, 3, 40 and 130 tokens and three grouped in one launch for bit equality (with the
-# tensor-core kernel's split and whole-K paths: GLIA_EMU_SMS), and the F16/BF16 tensor-core
-# products at 1, 3, 20 and 130 tokens and grouped by input (the many-token products on the
-# mma.sync tile kernel and, GLIA_MMA16_WGMMA=1, on warpgroup instructions: wgmma emulated
-# with B read through its descriptor as documented). Needs build/libglia_lib.a (a
-# CUDA build) and takes about 3 minutes on 2 cores (a thread per CUDA thread). What it
-# cannot show: speed, register or shared-memory limits, races between warps. Usage: tools/cuda_emu/run.sh [BUILD_DIR]
+# Checks the CUDA kernels without a GPU: turns src/backend/cuda's kernel files into host code
+# (gen.py, emu.h; mma.sync int8 and f16/bf16, ldmatrix, cp.async emulated) and runs them
+# through the op harness against the scalar references; the packed products at 1, 3, 40 and
+# 130 tokens and three grouped in one launch for bit equality (with the tensor-core kernel's
+# split and whole-K paths: GLIA_EMU_SMS); the F16/BF16 tensor-core products at 1, 3, 20 and
+# 130 tokens and grouped by input (the many-token products on the mma.sync tile kernel and,
+# GLIA_MMA16_WGMMA=1, on warpgroup instructions: wgmma emulated with B read through its
+# descriptor as documented); the tensor-core attention (attention_check.h: against a double
+# reference, and the bits of tokens alone and in other batches; GLIA_EMU_ONLY=attention runs
+# only it, GLIA_CUDA_ATTN_WARPS=8 its 8-warp tiles). Needs build/libglia_lib.a (a CPU-only
+# build's will do) and takes about 10 minutes on 2 cores (a thread per CUDA thread). What it
+# cannot show: speed, register or shared-memory limits, races between warps.
+# Usage: tools/cuda_emu/run.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build}"
