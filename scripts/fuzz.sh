@@ -12,10 +12,11 @@
 #   fuzz_openai     request bodies (fuzz/seeds/openai) and the cases' message lists
 #   fuzz_http       raw HTTP connections (fuzz/seeds/http) against stories260K
 #   fuzz_schema     the JSON-schema compiler and its matcher on any JSON (fuzz/seeds/schema)
+#   fuzz_ollama     ollama's /api/chat and /api/generate bodies and /infill's (fuzz/seeds/ollama)
 # Corpora grow in build-asan/fuzz-corpus/<target> between runs. Exits non-zero when a
 # fuzzer finds a crash (the reproducer is left in build-asan/).
 #   FUZZ_SECONDS   total run time, shared equally (default 75)
-#   FUZZ_TARGETS   which fuzzers (default: all six)
+#   FUZZ_TARGETS   which fuzzers (default: all seven)
 #   JOBS           build jobs (default 2)     FUZZ_ARGS   extra libFuzzer arguments
 #   CMAKE_ARGS     extra configure arguments (e.g. a compiler launcher)
 set -euo pipefail
@@ -25,7 +26,7 @@ export GLIA_SHARED="$shared"
 build="$root/build-asan"
 seconds="${FUZZ_SECONDS:-75}"
 jobs="${JOBS:-2}"
-targets="${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_openai fuzz_http fuzz_schema}"
+targets="${FUZZ_TARGETS:-fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_openai fuzz_http fuzz_schema fuzz_ollama}"
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 2; }
 [ -d "$shared" ] || { echo "fuzz.sh: shared data not found at $shared (set GLIA_SHARED)" >&2; exit 2; }
@@ -90,6 +91,8 @@ make_seeds() {
       cp "$root"/fuzz/seeds/http/* "$d/" ;;
     fuzz_schema)
       cp "$root"/fuzz/seeds/schema/* "$d/" ;;
+    fuzz_ollama)
+      cp "$root"/fuzz/seeds/ollama/* "$d/" ;;
   esac
   n=$(find "$d" -type f | wc -l)
   echo "$n"

@@ -434,6 +434,10 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
             }
         }
         job.echo = boolean(body, "echo").value_or(false);
+        if (const json* sf = field(body, "suffix")) {
+            if (!sf->is_string()) wrong_type("suffix", "a string", *sf);
+            job.suffix = sf->get<std::string>();
+        }
     }
     parse_response_format(body, job);
     if (endpoint == Endpoint::CHAT) {

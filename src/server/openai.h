@@ -56,6 +56,7 @@ struct Job {
     bool logprobs = false;
     int top_logprobs = 0;              // 0..20
     bool echo = false;                 // completion: prepend the prompt to the text
+    std::optional<std::string> suffix; // completion: the text after the gap (fill in the middle, infill.h)
     bool ignore_eos = false;           // extension (as llama.cpp's server): generate past end-of-generation
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
     int n = 1;                         // choices (streamed interleaved, by choices[].index)

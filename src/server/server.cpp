@@ -25,6 +25,9 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "server/json_depth.h"
+#include "server/infill.h"
+#include "server/ollama.h"
+#include "server/relay.h"
 #include "server/json_schema.h"
 #include "server/tool_calls.h"
 #include "server/browser_gate.h"
@@ -76,6 +79,11 @@ bool has_token(std::string value, const char* token) {
 bool has_body(const httplib::Request& req) {
     return has_token(req.get_header_value("Transfer-Encoding"), "chunked") ||
            (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// The routes behind --api-key: the OpenAI ones, ollama's and /infill.
+bool keyed_route(const std::string& path) {
+    return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/infill";
 }
 
 void close_connection(httplib::Response& res) {
@@ -222,7 +230,7 @@ struct HttpServer::Impl {
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             // Host and Origin first (browser_policy.h); preflights are answered there.
             if (browser_gate(browser, req, res)) return httplib::Server::HandlerResponse::Handled;
-            if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+            if (opt.api_key.empty() || !keyed_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
             const std::string auth = req.get_header_value("Authorization");
             const std::string prefix = "Bearer ";
             if (auth.empty()) {
@@ -249,7 +257,8 @@ struct HttpServer::Impl {
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
-                            "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize)";
+                            "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, "
+                            "ollama's POST /api/chat, /api/generate, /api/embed, /api/show, GET /api/tags, /api/ps, /api/version)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
             } else if (res.status == 413) {
@@ -385,10 +394,35 @@ struct HttpServer::Impl {
                   [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
                       embeddings(req, res, body);
                   });
+        // ollama's API and the reference server's /infill, run by the handlers above (relay.h).
+        add_ollama_routes(http, ollama_model(), inner_api());
+        add_infill_route(http, vocab, engine.options().n_ctx, inner_api());
+    }
+
+    InnerApi inner_api() {
+        InnerApi a;
+        a.generate = [this](const std::string& body, Endpoint ep, httplib::Response& res) { generate(body, res, ep); };
+        a.embeddings = [this](const std::string& body, httplib::Response& res) { embeddings(body, res); };
+        a.read_body = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& r) {
+            return read_body(req, res, r);
+        };
+        return a;
+    }
+
+    OllamaModel ollama_model() const {
+        OllamaModel m;
+        m.model = &model;
+        m.id = opt.model_id;
+        m.chat_template = opt.chat_template;
+        m.tools = tool_format != ToolFormat::NONE;
+        m.fim = has_fim(vocab);
+        return m;
     }
 
     json json_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-        const std::string text = read_body(req, res, reader);
+        return json_body(read_body(req, res, reader));
+    }
+    static json json_body(const std::string& text) {
         check_json_depth(text);  // before anything walks it recursively
         json b = json::parse(text, nullptr, false);
         if (b.is_discarded() || !b.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
@@ -409,8 +443,17 @@ struct HttpServer::Impl {
     // earlier finish; the vectors come back in input order.
     static constexpr size_t kMaxEmbeddingInputs = 2048;
     void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        std::string text;
         try {
-            const json body = json_body(req, res, reader);
+            text = read_body(req, res, reader);
+        } catch (const ApiError& e) {
+            return reject(res, e);
+        }
+        embeddings(text, res);
+    }
+    void embeddings(const std::string& text, httplib::Response& res) {
+        try {
+            const json body = json_body(text);
             if (body.contains("model") && (!body["model"].is_string() || !known_model(body["model"])))
                 throw unknown_model(body["model"].is_string() ? body["model"].get<std::string>() : body["model"].dump());
             const std::string encoding = body.contains("encoding_format") && body["encoding_format"].is_string()
@@ -664,6 +707,12 @@ struct HttpServer::Impl {
     // A chat's job gets thought_open: whether the rendered prompt opened a thought.
     std::vector<int32_t> prompt_tokens(Job& job) {
         if (job.endpoint == Endpoint::COMPLETION) {
+            if (job.suffix) {  // fill in the middle (infill.h): the prompt is the text before the gap
+                if (job.prompt_is_ids)
+                    throw_api(400, "'suffix' needs a text 'prompt' (the text before the gap), not token ids", "suffix", "invalid_value");
+                return infill_prompt(vocab, InfillInput{job.prompt, *job.suffix, "", {}},
+                                     infill_budget(engine.options().n_ctx, job.max_tokens), "suffix").tokens;
+            }
             if (job.prompt_is_ids) {
                 for (size_t i = 0; i < job.prompt_ids.size(); ++i)
                     if (job.prompt_ids[i] >= vocab.n_tokens())
@@ -774,9 +823,19 @@ struct HttpServer::Impl {
     struct Run;
 
     void generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, Endpoint ep) {
+        std::string body;
+        try {
+            body = read_body(req, res, reader);
+        } catch (const ApiError& e) {
+            return reject(res, e);
+        }
+        generate(body, res, ep);
+    }
+
+    // A generation request's body (the other APIs' routes run theirs here too: relay.h).
+    void generate(const std::string& body, httplib::Response& res, Endpoint ep) {
         std::shared_ptr<Slot> slot;  // taken once the request is valid: a bad one gets its 4xx when busy too
         try {
-            const std::string body = read_body(req, res, reader);
             if (const std::string why = model.file().changed(); !why.empty())
                 throw_api(503, why, "", "model_file_changed", "server_error");
             Job job = parse_request(body, ep, opt.defaults);

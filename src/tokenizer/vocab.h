@@ -76,6 +76,13 @@ public:
     int32_t eom() const { return eom_; }   // -1 when none
     int32_t pad() const { return pad_; }   // -1 when none
     int32_t sep() const { return sep_; }   // -1 when none
+    // Fill-in-the-middle tokens (tokenizer.ggml.fim_*_token_id, the older prefix/suffix/
+    // middle keys, or found by their text); -1 when none.
+    int32_t fim_pre() const { return fim_pre_; }
+    int32_t fim_suf() const { return fim_suf_; }
+    int32_t fim_mid() const { return fim_mid_; }
+    int32_t fim_rep() const { return fim_rep_; }  // repository name follows
+    int32_t fim_sep() const { return fim_sep_; }  // a file of the repository follows
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     bool add_sep() const { return add_sep_; }  // WordPiece: [SEP] after the text

@@ -1,11 +1,12 @@
 // Protocol test against a real client: the official `openai` npm package, driven by
 // Node.js (tests/server/openai_client.mjs), talks to `glia serve` with an API key. The
-// package is installed with npm into <build>/server_node on first use.
+// package is installed with npm into <build>/server_node on first use (node_clients.h).
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "node_clients.h"
 #include "server_fixture.h"
 
 namespace {
@@ -17,19 +18,12 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 
 TEST(ServerOpenAIClient, NodeOpenAIPackage) {
     std::string out;
-    if (glia::test::run_command("node --version 2>&1", &out) != 0) GTEST_SKIP() << "node is not installed: " << out;
-    if (glia::test::run_command("npm --version 2>&1", &out) != 0) GTEST_SKIP() << "npm is not installed: " << out;
-    const fs::path src = fs::path(GLIA_TESTS_DIR) / "server";
-    const fs::path dir = fs::path(glia::test::glia_binary()).parent_path() / "server_node";
-    fs::create_directories(dir);
-    fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);
-    fs::copy_file(src / "openai_client.mjs", dir / "openai_client.mjs", fs::copy_options::overwrite_existing);
-    fs::copy_file(src / "openai_tools.mjs", dir / "openai_tools.mjs", fs::copy_options::overwrite_existing);
-    if (!fs::exists(dir / "node_modules" / "openai" / "package.json")) {
-        const std::string cmd = "cd " + q(dir.string()) + " && npm install --no-audit --no-fund --loglevel=error 2>&1";
-        ASSERT_EQ(glia::test::run_command(cmd, &out), 0) << "installing the openai npm package failed (needs the npm registry):\n"
-                                                        << cmd << "\n" << out;
+    const NodeClients node = node_clients();  // node_clients.h: installs the npm packages once
+    if (node.dir.empty()) {
+        if (node.failed) FAIL() << node.why;
+        GTEST_SKIP() << node.why;
     }
+    const fs::path dir = node.dir;
     ServerProcess srv(stories_with_template(), {"-c", "1024", "--parallel", "4", "--api-key", "test-key"});
     ASSERT_TRUE(srv.ok()) << srv.log();
     const std::string cmd = "cd " + q(dir.string()) + " && node openai_client.mjs " + q(srv.url() + "/v1") +
