@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "temp_path.h"
 #include "test_util.h"
 
 namespace {
@@ -26,7 +27,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 // `glia run` greedy continuation of `prompt` (the generated text only).
 std::string run_greedy(const std::string& model, const std::string& prompt, int n) {
-    const std::string pf = ::testing::TempDir() + "/glia_chat_prompt.txt";
+    const std::string pf = glia::test::temp_path("chat_prompt.txt");
     write_file(pf, prompt);
     std::string out;
     const std::string cmd = q(glia_binary()) + " run " + q(model) + " -f " + q(pf) + " -n " + std::to_string(n) +
@@ -40,7 +41,7 @@ std::string run_greedy(const std::string& model, const std::string& prompt, int 
 
 TEST(CliChat, NoTemplateFallsBackToPlainCompletion) {
     const std::string model = shared_path("models/stories260K.gguf");
-    const std::string in = ::testing::TempDir() + "/glia_chat_in1.txt";
+    const std::string in = glia::test::temp_path("chat_in1.txt");
     write_file(in, "Once upon a time\n");
     std::string out, err_out;
     const std::string base = q(glia_binary()) + " chat " + q(model) + " --temp 0 -n 12 < " + q(in);
@@ -53,7 +54,7 @@ TEST(CliChat, NoTemplateFallsBackToPlainCompletion) {
 
 TEST(CliChat, TwoTurnsWithTemplateKeepTheCache) {
     const std::string src = shared_path("models/stories260K.gguf");
-    const std::string model = ::testing::TempDir() + "/glia_stories_chat.gguf";
+    const std::string model = glia::test::temp_path("stories_chat.gguf");
     const std::string tmpl =
         "{% for m in messages %}{% if m.role == 'user' %}user: {% else %}assistant:{% endif %}{{ m.content }}\n"
         "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
@@ -67,7 +68,7 @@ TEST(CliChat, TwoTurnsWithTemplateKeepTheCache) {
         w.write(model);
     }
     const int n = 10;
-    const std::string in = ::testing::TempDir() + "/glia_chat_in2.txt";
+    const std::string in = glia::test::temp_path("chat_in2.txt");
     write_file(in, "Tell me a story\\\nabout a cat\n\nWhat happened next?\n");
     std::string out, err;
     const std::string cmd = q(glia_binary()) + " chat " + q(model) + " --temp 0 -v -n " + std::to_string(n) + " < " + q(in);
@@ -78,7 +79,7 @@ TEST(CliChat, TwoTurnsWithTemplateKeepTheCache) {
     // The same conversation rendered with `glia template` and generated from scratch.
     auto render = [&](const nlohmann::json& messages) {
         nlohmann::json c = {{"messages", messages}, {"add_generation_prompt", true}};
-        const std::string cf = ::testing::TempDir() + "/glia_chat_case.json";
+        const std::string cf = glia::test::temp_path("chat_case.json");
         write_file(cf, c.dump());
         std::string p;
         EXPECT_EQ(run_command(q(glia_binary()) + " template " + q(model) + " --case " + q(cf), &p), 0);

@@ -9,6 +9,7 @@
 #include "jinja/jinja.h"
 #include "jinja/lexer.h"
 #include "jinja/value.h"
+#include "temp_path.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
 
@@ -384,7 +385,7 @@ TEST(ChatTemplate, RenderChatWithMessagesOrObject) {
 }
 
 TEST(ChatTemplate, FromGgufFile) {
-    const std::string path = ::testing::TempDir() + "/glia_jinja_tmpl.gguf";
+    const std::string path = glia::test::temp_path("jinja_tmpl.gguf");
     {
         glia::gguf::Writer w;
         w.set_str("general.architecture", "llama");
@@ -393,7 +394,7 @@ TEST(ChatTemplate, FromGgufFile) {
     }
     auto f = glia::gguf::File::open(path);
     EXPECT_EQ(glia::tok::chat_template(*f), "{{ messages[0].content }}!");
-    const std::string none_path = ::testing::TempDir() + "/glia_jinja_notmpl.gguf";
+    const std::string none_path = glia::test::temp_path("jinja_notmpl.gguf");
     {
         glia::gguf::Writer w;
         w.set_str("general.architecture", "llama");
@@ -409,7 +410,7 @@ TEST(ChatTemplate, FromGgufFile) {
 std::string q(const std::string& s) { return "'" + s + "'"; }
 
 TEST(CliTemplate, GgufWithoutTemplateIsAClearError) {
-    const std::string cse = ::testing::TempDir() + "/glia_case_min.json";
+    const std::string cse = glia::test::temp_path("case_min.json");
     std::ofstream(cse) << R"({"messages":[{"role":"user","content":"hi"}]})";
     std::string out;
     const int rc = glia::test::run_command(q(glia::test::glia_binary()) + " template " +
@@ -420,7 +421,7 @@ TEST(CliTemplate, GgufWithoutTemplateIsAClearError) {
 }
 
 TEST(CliTemplate, StdinCaseAndNoTrailingNewline) {
-    const std::string tmpl = ::testing::TempDir() + "/glia_t.jinja";
+    const std::string tmpl = glia::test::temp_path("t.jinja");
     std::ofstream(tmpl) << "{{ bos_token }}{{ messages[0].content }}|{{ strftime_now('%Y') }}{{ extra }}\n";
     std::string out;
     const std::string cmd = "echo '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"bos_token\":\"<s>\",\"extra\":\"!\"}' | " +
@@ -432,9 +433,9 @@ TEST(CliTemplate, StdinCaseAndNoTrailingNewline) {
 }
 
 TEST(CliTemplate, SyntaxErrorExitsNonZeroWithLine) {
-    const std::string tmpl = ::testing::TempDir() + "/glia_bad.jinja";
+    const std::string tmpl = glia::test::temp_path("bad.jinja");
     std::ofstream(tmpl) << "ok\n{% if %}";
-    const std::string cse = ::testing::TempDir() + "/glia_case_min2.json";
+    const std::string cse = glia::test::temp_path("case_min2.json");
     std::ofstream(cse) << R"({"messages":[]})";
     std::string out;
     EXPECT_NE(glia::test::run_command(q(glia::test::glia_binary()) + " template " + q(tmpl) + " --case " + q(cse) + " 2>&1", &out), 0);

@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/profile.h"
+#include "temp_path.h"
 #include "test_util.h"
 
 using namespace glia;
@@ -211,7 +212,7 @@ TEST(Model, UnsupportedArchitectureFailsAtLoadNamingTheSupportedList) {
     w.set_u32("mamba-next.block_count", 2);
     w.set_u32("mamba-next.embedding_length", 64);
     w.set_u32("mamba-next.attention.head_count", 4);
-    const std::string path = testing::TempDir() + "/unsupported_arch.gguf";
+    const std::string path = glia::test::temp_path("unsupported_arch.gguf");
     w.write(path);
     try {
         Model::load(path);

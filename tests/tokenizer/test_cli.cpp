@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_path.h"
 #include "test_util.h"
 #include "tokenizer/unicode.h"
 
@@ -26,7 +27,7 @@ TEST(CliTokenize, JsonMatchesGolden) {
 }
 
 TEST(CliTokenize, FileAndFlags) {
-    const std::string prompt_file = ::testing::TempDir() + "/glia_tok_prompt.txt";
+    const std::string prompt_file = glia::test::temp_path("tok_prompt.txt");
     const auto golden = nlohmann::json::parse(glia::test::read_text(shared_path("golden/stories260K/p3_punct_digits.json")));
     {
         FILE* f = std::fopen(prompt_file.c_str(), "wb");
