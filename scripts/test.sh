@@ -6,6 +6,7 @@
 # Exits non-zero when anything fails.
 #   FUZZ_SECONDS   fuzzing time (default 75; 0 skips fuzzing)
 #   SANITIZE       0 skips the sanitizer runs
+#   LOAD_TESTS     0 skips the run of the golden and CLI tests beside a CPU hog
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export GLIA_SHARED="${GLIA_SHARED:-$(cd "$root/.." && pwd)/shared}"
@@ -18,6 +19,17 @@ echo "== ctest"
 t0=$SECONDS
 (cd "$root/build" && ctest -j "$(nproc)" --output-on-failure --timeout 900)
 echo "test.sh: ctest $((SECONDS - t0)) s"
+if [ "${LOAD_TESTS:-1}" != "0" ]; then
+  # Results never depend on machine load: the CLI tests, the goldens' two short prompts on
+  # every model and the thread-count bit checks again, with a busy process on every core
+  # beside them (scripts/under_load.sh; estimated 2-3 minutes on CI's 2 cores).
+  echo "== golden and CLI tests under load"
+  t0=$SECONDS
+  load_tests='^(Cli|RunCli|ThreadCountBits\.)|Golden\.MatchesReference/.*__p(1_short|2_story40)$'
+  "$root/scripts/under_load.sh" ctest --test-dir "$root/build" -j "$(nproc)" --output-on-failure --timeout 900 \
+    -R "$load_tests"
+  echo "test.sh: tests under load $((SECONDS - t0)) s"
+fi
 if [ "${SANITIZE:-1}" != "0" ]; then
   echo "== sanitizers"
   t0=$SECONDS
