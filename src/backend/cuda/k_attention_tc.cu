@@ -79,7 +79,7 @@ struct Cursor {
     int chunk, tile;
 };
 
-template <int HD, int HDV, int W, bool SPLIT>
+template <int HD, int HDV, int W, bool SPLIT, int STAGES>
 __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
     static_assert(HD % 16 == 0 && HDV % 16 == 0, "head sizes: multiples of 16");
     constexpr int KS = HD + 8, VS = HDV + 8;  // halfs per staged row (16 bytes of padding: no bank conflicts)
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
     constexpr int QK = HD / 16;                // k steps of q.k
     extern __shared__ __align__(16) uint8_t smem[];
     uint16_t* stage_base = reinterpret_cast<uint16_t*>(smem);
-    float* fold_acc = reinterpret_cast<float*>(smem + 2 * kStage * 2);  // TILE: [NB * 4][W * 32]
+    float* fold_acc = reinterpret_cast<float*>(smem + STAGES * kStage * 2);  // TILE: [NB * 4][W * 32]
     __shared__ int s_seq[W * 16], s_pos[W * 16], s_done[W * 16];
     __shared__ int s_cur, s_lo, s_hi;
     pdl_next();
@@ -204,15 +204,24 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
             }
         };
         reset_chunk();
-        Cursor it = first;
+        // A ring of STAGES tiles: STAGES - 1 loads in flight behind the tile being computed.
+        Cursor it = first, ld = first;
+        for (int i = 0; i < STAGES - 1; ++i) {
+            if (ld.chunk <= c_last) {
+                load(i, ld.tile);
+                ld = advance(ld);
+            }
+            cp_async_commit();
+        }
         int st = 0;
-        if (it.chunk <= c_last) load(0, it.tile);
-        cp_async_commit();
         while (it.chunk <= c_last) {
             const Cursor nx = advance(it);
-            if (nx.chunk <= c_last) load(st ^ 1, nx.tile);
+            if (ld.chunk <= c_last) {
+                load((st + STAGES - 1) % STAGES, ld.tile);
+                ld = advance(ld);
+            }
             cp_async_commit();
-            cp_async_wait<1>();
+            cp_async_wait<STAGES - 1>();
             __syncthreads();
             const uint16_t* ks = stage_base + st * kStage;
             const uint16_t* vs = ks + kTile * KS;
@@ -327,7 +336,7 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
                 reset_chunk();
             }
             __syncthreads();  // the stage is consumed before it is filled again
-            st ^= 1;
+            st = (st + 1) % STAGES;
             it = nx;
         }
         cp_async_wait<0>();
@@ -372,20 +381,29 @@ __global__ void attend_tc_merge_kernel(TcJob J, int hd_v) {
     }
 }
 
-template <int HD, int HDV, int W, bool SPLIT>
+template <int HD, int HDV, int W, bool SPLIT, int STAGES>
 size_t tc_smem() {
-    return size_t(2 * kTile * (HD + 8 + HDV + 8)) * 2 + (SPLIT ? 0 : size_t(HDV / 8) * 4 * W * 32 * 4);
+    return size_t(STAGES * kTile * (HD + 8 + HDV + 8)) * 2 + (SPLIT ? 0 : size_t(HDV / 8) * 4 * W * 32 * 4);
 }
 
-template <int HD, int HDV, int W, bool SPLIT>
+template <int HD, int HDV, int W, bool SPLIT, int STAGES>
 void launch_tc(dim3 grid, cudaStream_t s, const TcJob& J) {
-    const size_t smem = tc_smem<HD, HDV, W, SPLIT>();
+    const size_t smem = tc_smem<HD, HDV, W, SPLIT, STAGES>();
     static const bool attr = [smem] {
-        return cudaFuncSetAttribute(attend_tc_kernel<HD, HDV, W, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem)) == cudaSuccess;
+        return cudaFuncSetAttribute(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) == cudaSuccess;
     }();
     if (!attr) fail("cuda: tensor-core attention needs ", smem, " bytes of shared memory per block");
-    launch_pdl(attend_tc_kernel<HD, HDV, W, SPLIT>, grid, dim3(W * 32), smem, s, J);
+    launch_pdl(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES>, grid, dim3(W * 32), smem, s, J);
+}
+
+// SPLIT-mode stages: GLIA_CUDA_ATTN_STAGES=2 or 4 fixes them (A/B); 0: by the step's size.
+int split_stages() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_CUDA_ATTN_STAGES");
+        return e && (std::string(e) == "2" || std::string(e) == "4") ? std::atoi(e) : 0;
+    }();
+    return v;
 }
 
 // Warps of a TILE-mode block (GLIA_CUDA_ATTN_WARPS=8: 8, for A/B).
@@ -397,11 +415,14 @@ int tile_warps() {
     return w;
 }
 
+// SPLIT mode: four stages (a chunk's four tiles in flight at once) when few blocks share the
+// GPU (decode of a few sequences), else two (more blocks a multiprocessor). The same bits.
 template <int HD>
-void launch_tc_mode(bool split, dim3 grid, cudaStream_t s, const TcJob& J) {
-    if (split) launch_tc<HD, HD, 1, true>(grid, s, J);
-    else if (tile_warps() == 8) launch_tc<HD, HD, 8, false>(grid, s, J);
-    else launch_tc<HD, HD, kWarps, false>(grid, s, J);
+void launch_tc_mode(bool split, bool deep, dim3 grid, cudaStream_t s, const TcJob& J) {
+    if (split && deep) launch_tc<HD, HD, 1, true, 4>(grid, s, J);
+    else if (split) launch_tc<HD, HD, 1, true, 2>(grid, s, J);
+    else if (tile_warps() == 8) launch_tc<HD, HD, 8, false, 2>(grid, s, J);
+    else launch_tc<HD, HD, kWarps, false, 2>(grid, s, J);
 }
 
 int64_t max_chunks_of(const Tensor& kc) { return (kc.ne[1] + kChunk - 1) / kChunk + 1; }
@@ -465,9 +486,10 @@ void launch_attention_tc(const Node& n, cudaStream_t s, float* scratch) {
     J.part = scratch;
     J.T = int(T), J.n_head = int(n_head), J.group = group;
     J.max_chunks = int(max_chunks_of(kc));
+    const bool deep = split_stages() == 4 || (split_stages() == 0 && T * n_kv <= 64);
     auto launch = [&](bool split, dim3 grid, const TcJob& job) {
-        if (hd == 64) launch_tc_mode<64>(split, grid, s, job);
-        else launch_tc_mode<128>(split, grid, s, job);
+        if (hd == 64) launch_tc_mode<64>(split, deep, grid, s, job);
+        else launch_tc_mode<128>(split, deep, grid, s, job);
     };
     if (T > kSplitMaxTokens) {
         const int per_block = tile_warps() * (16 / group);
