@@ -1,6 +1,7 @@
 #include "backend/cpu/threadpool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <system_error>
 
 #include "core/error.h"
@@ -14,26 +15,54 @@
 
 namespace glia::cpu {
 namespace {
-// Waiting: spin first (the gap between two ops of a decode step is a few microseconds),
-// then sleep. The spin budget adapts per waiter: it doubles when spinning paid off and
-// halves when the wait ended in a sleep anyway, so a thread on a busy machine (where the
-// thread it waits for is descheduled) stops burning the core other work needs, while an
-// idle machine gets spin-only hand-offs. PAUSE costs ~27 ns on the EPYC VMs we run on
-// (~27 us at most). A spin of 1 << 13 (~0.2 ms) was measured faster on decode (bench/LOG.md,
-// 2026-12-03) but starved other threads of a loaded 2-core machine (a test's event
-// consumer fell 8 events behind the engine): longer spins need a yield first.
-constexpr int kSpinMin = 1 << 4, kSpinMax = 1 << 10;
+// Waiting has three phases: spin, yield, sleep.
+//  - Spin on PAUSE, at most 1,024 (~27 us on the EPYC VMs we run on): the gap between two
+//    ops of a decode step is often a few microseconds.
+//  - Then yield the core (sched_yield) until the wait budget is spent: on an idle machine the
+//    yield returns at once, so the hand-off stays as fast as spinning (a ~0.2 ms spin made
+//    decode 20-60 % faster than sleeping after 27 us, bench/LOG.md 2026-12-03); on a loaded
+//    one any other runnable thread gets the core first, so waiting does not starve it (that
+//    0.2 ms of PAUSE starved a test's event consumer on a loaded 2-core machine). A yield
+//    that did give the core away ends the wait: see Waiter::step.
+//  - Then sleep on the futex (std::atomic wait).
+// The budget adapts per waiter: it doubles when the wait ended before the sleep and halves
+// when it ended in a sleep anyway, between ~0.4 us and 0.2 ms, so long gaps (a server idle
+// between requests) cost little.
+constexpr int kSpinPauses = 1 << 10;
+constexpr int kPauseNs = 27;
+constexpr int kBudgetMinNs = 16 * kPauseNs, kBudgetMaxNs = 200'000;
+constexpr int kYieldLostNs = 20'000;  // a yield that returns later than this ran another thread
+using Clock = std::chrono::steady_clock;
 
-struct Spinner {
-    int& budget;
+struct Waiter {
+    int& budget_ns;
     int spins = 0;
+    bool yielding = false;
+    Clock::time_point yield_until{};
     // One step of the wait; false when it is time to sleep.
     bool step() {
-        if (++spins >= budget) return false;
-        GLIA_CPU_RELAX();
-        return true;
+        if (!yielding) {
+            if (spins < kSpinPauses && spins * kPauseNs < budget_ns) {
+                ++spins;
+                GLIA_CPU_RELAX();
+                return true;
+            }
+            const int left = budget_ns - spins * kPauseNs;
+            if (left <= 0) return false;
+            yielding = true;
+            yield_until = Clock::now() + std::chrono::nanoseconds(left);
+        }
+        const Clock::time_point t0 = Clock::now();
+        if (t0 >= yield_until) return false;
+        std::this_thread::yield();
+        // A yield that took long gave the core to another thread: the machine is busy, and a
+        // thread that keeps yielding runs only when the scheduler comes back to it (a time
+        // slice later), while one woken from a sleep is run at once. Sleep.
+        return Clock::now() - t0 < std::chrono::nanoseconds(kYieldLostNs);
     }
-    void done(bool slept) { budget = slept ? std::max(kSpinMin, budget / 2) : std::min(kSpinMax, budget * 2); }
+    void done(bool slept) {
+        budget_ns = slept ? std::max(kBudgetMinNs, budget_ns / 2) : std::min(kBudgetMaxNs, budget_ns * 2);
+    }
 };
 }  // namespace
 
@@ -67,10 +96,10 @@ ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::worker(int ith) {
     uint32_t seen = 0;
-    int budget = kSpinMax;
+    int budget = kBudgetMaxNs;
     for (;;) {
         uint32_t g;
-        Spinner spin{budget};
+        Waiter spin{budget};
         bool slept = false;
         while ((g = generation_.load(std::memory_order_acquire)) == seen) {
             if (spin.step()) continue;
@@ -98,7 +127,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     generation_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
     fn(0, n_threads_);
-    Spinner spin{caller_spin_};
+    Waiter spin{caller_wait_ns_};
     bool slept = false;
     for (int p; (p = pending_.load(std::memory_order_acquire)) != 0;) {
         if (spin.step()) continue;

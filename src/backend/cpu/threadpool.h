@@ -2,11 +2,12 @@
 // part as worker 0; parallel_for returns when every worker has finished its share.
 //
 // Dispatch is a generation counter, not a mutex: workers spin briefly on it (an op in a
-// decode step follows the previous one within microseconds), then sleep on it
-// (std::atomic wait, a futex on Linux); the spin budget adapts to how often spinning
-// pays off. The caller only issues a wake-up system call when some worker is actually
-// asleep. Completion is a countdown the caller waits on the same way. Jobs are passed as
-// non-owning references: no allocation per call.
+// decode step follows the previous one within microseconds), then yield the core for up to
+// ~0.2 ms (fast hand-offs on an idle machine; other threads run first on a loaded one),
+// then sleep on it (std::atomic wait, a futex on Linux); the budget adapts to how often
+// waiting without sleeping pays off. The caller only issues a wake-up system call when some
+// worker is actually asleep. Completion is a countdown the caller waits on the same way.
+// Jobs are passed as non-owning references: no allocation per call.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -62,7 +63,7 @@ private:
     alignas(64) std::atomic<int> sleepers_{0};
     std::atomic<bool> caller_sleeping_{false};
     std::atomic<bool> stop_{false};
-    int caller_spin_ = 1 << 10;  // adaptive spin budget of the calling thread
+    int caller_wait_ns_ = 200'000;  // adaptive spin-and-yield budget of the calling thread
 };
 
 }  // namespace glia::cpu
