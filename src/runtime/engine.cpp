@@ -9,9 +9,12 @@
 #include <string>
 
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "grammar/token_mask.h"
 #include "model/model.h"
+#include "runtime/ngram_draft.h"
 #include "runtime/runner.h"
+#include "runtime/spec_accept.h"
 #include "tokenizer/vocab.h"
 
 namespace glia {
@@ -50,6 +53,8 @@ struct Sequence {
     bool stopped = false;  // cancelled because the caller saw a stop string
     bool overrun = false;  // cancelled because the consumer fell too far behind
     std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
+    std::unique_ptr<NgramDraft> ngram;  // speculative decoding (EngineOptions::spec_draft_max)
+    std::vector<int32_t> drafts;        // this step's drafted tokens, after `next`
 };
 
 }  // namespace
@@ -115,6 +120,7 @@ struct Engine::Impl {
     std::unique_ptr<grammar::TokenIndex> index;
     grammar::TokenMask mask;
     std::vector<float> masked;
+    TokenDist spec_p;  // a speculating sequence's target distribution (sampling)
     std::thread thread;
     // Callback requests: one delivery thread each (joined when done, or at the end).
     struct Deliverer {
@@ -139,6 +145,10 @@ struct Engine::Impl {
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();
         recurrent = runner->slot_state_bytes() > 0;
+        if (opt.spec_draft_max > 0 && recurrent)
+            fail("speculative decoding needs to drop the drafted tokens a sequence rejects, but ", m.file().path(), " (",
+                 m.profile().arch, ") has recurrent layers whose state cannot be rolled back; serve it without "
+                 "--spec-ngram");
         thread = std::thread([this] { loop(); });
     }
 
@@ -294,6 +304,28 @@ struct Engine::Impl {
             }
             ++i;
         }
+        draft();
+    }
+
+    // Prompt lookup for the decoding sequences that can speculate, once every running
+    // sequence has the pages of its next token: a draft is kept only where its pages are
+    // free as well (it never preempts anyone).
+    void draft() {
+        PageTable& pages = runner->pages();
+        for (auto& up : running) {
+            Sequence& s = *up;
+            s.drafts.clear();
+            if (opt.spec_draft_max <= 0 || s.n_prompt_done < s.n_target || s.next < 0 || s.matcher ||
+                !s.req.logit_bias.empty() || s.req.logprobs || s.req.top_logprobs > 0 || s.req.embed != Pooling::NONE)
+                continue;
+            const int k = std::min(opt.spec_draft_max, s.req.max_tokens - s.n_generated - 1);
+            if (k <= 0) continue;
+            if (!s.ngram) s.ngram = std::make_unique<NgramDraft>(opt.spec_ngram_min, opt.spec_ngram_max);
+            s.drafts = s.ngram->draft(s.history, k);
+            if (static_cast<int>(s.drafts.size()) < opt.spec_draft_min) s.drafts.clear();
+            const int need = static_cast<int>(s.history.size() + s.drafts.size());
+            if (!s.drafts.empty() && (!pages.can_reserve(s.slot, need) || !pages.reserve(s.slot, need))) s.drafts.clear();
+        }
     }
 
     // Preemption by recompute: the youngest running sequence gives back its slot and pages
@@ -309,6 +341,7 @@ struct Engine::Impl {
         v.n_target = static_cast<int>(v.history.size());  // the prompt, and what it generated
         v.n_prompt_done = v.n_written = 0;
         v.pooled.clear();  // embeddings start over
+        v.drafts.clear();
         v.preempted = true;
         ++st.preemptions;
         waiting.push_front(std::move(up));
@@ -382,6 +415,7 @@ struct Engine::Impl {
         if (!step_embeddings()) return;
         std::vector<int32_t> tokens, pos, seq, out_ids;
         std::vector<Sequence*> out_seq;
+        std::vector<int> out_row;  // each of out_seq's first output row (a speculating one has 1 + drafts)
         for (auto& up : running) {
             Sequence& s = *up;
             if (s.req.embed != Pooling::NONE) continue;
@@ -395,15 +429,20 @@ struct Engine::Impl {
                 }
                 s.n_prompt_done += n;
                 if (s.n_prompt_done == s.n_target) {
+                    out_row.push_back(static_cast<int>(out_ids.size()));
                     out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
                     out_seq.push_back(&s);
                 }
             } else {
-                tokens.push_back(s.next);
-                pos.push_back(static_cast<int32_t>(s.history.size()) - 1);
-                seq.push_back(s.slot);
-                out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+                // The last sampled token and the drafted ones after it, each with its logits.
+                out_row.push_back(static_cast<int>(out_ids.size()));
                 out_seq.push_back(&s);
+                for (size_t j = 0; j <= s.drafts.size(); ++j) {
+                    tokens.push_back(j == 0 ? s.next : s.drafts[j - 1]);
+                    pos.push_back(static_cast<int32_t>(s.history.size() - 1 + j));
+                    seq.push_back(s.slot);
+                    out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
+                }
             }
         }
         if (tokens.empty()) return;  // only embedding requests are running
@@ -445,12 +484,17 @@ struct Engine::Impl {
         publish();
         for (size_t i = 0; i < out_seq.size(); ++i) {
             Sequence& s = *out_seq[i];
+            const size_t row = static_cast<size_t>(out_row[i]);
             if (s.cancelled) continue;
-            if (picked) {
-                emit(s, picked[i], nullptr, V, window_tokens);
+            if (!s.drafts.empty()) {
+                verify(s, picked ? picked + row : nullptr, logits ? logits + row * V : nullptr, V, window_tokens);
                 continue;
             }
-            const float* l = &logits[i * V];
+            if (picked) {
+                emit(s, picked[row], nullptr, V, window_tokens);
+                continue;
+            }
+            const float* l = &logits[row * V];
             const float* pick = l;
             if (s.matcher) {
                 std::string why;
@@ -486,6 +530,37 @@ struct Engine::Impl {
         }
         update_block_stats();
         st.running = static_cast<int>(running.size());
+    }
+
+    // A speculating sequence's rows: the target's pick after `next` and after each drafted
+    // token (ids, or logits to sample from). Drafted tokens are kept while the pick agrees
+    // (greedy; with sampling, by the acceptance rule of runtime/spec_accept.h), then one
+    // token of the target's own; each is emitted as a one-token step would. The cells of
+    // the drafts not kept are written over by the next step (attention reads only the
+    // positions up to each query's own, and only whole pages below the emitted tokens are
+    // published).
+    void verify(Sequence& s, const int32_t* ids, const float* logits, int V, uint64_t& window_tokens) {
+        const std::vector<int32_t> drafts = std::move(s.drafts);
+        s.drafts.clear();
+        size_t kept = 0;
+        for (size_t j = 0; j <= drafts.size(); ++j) {
+            const float* l = logits ? logits + j * static_cast<size_t>(V) : nullptr;
+            int32_t tok = ids ? ids[j] : -1;
+            if (!ids && (j == drafts.size() || s.sampler->params().temperature <= 0)) {
+                tok = s.sampler->sample(l, V, s.history);
+            } else if (!ids) {
+                s.sampler->distribution(l, V, s.history, spec_p.ids, spec_p.p);
+                TokenDist q;
+                q.one_hot(drafts[j]);
+                tok = spec_accept(spec_p, q, drafts[j], s.sampler->rng()).token;
+            }
+            const bool agrees = j < drafts.size() && tok == drafts[j];
+            kept += agrees;
+            emit(s, tok, l, V, window_tokens);
+            if (!agrees || s.cancelled) break;
+        }
+        st.spec_drafted += drafts.size();
+        st.spec_accepted += kept;
     }
 
     // Delivers sequence s's new token `tok` (logits l, when the step brought them back, for

@@ -61,6 +61,14 @@ struct EngineOptions {
     // runs where the logits are, and a GPU sends ids over the bus instead of vocabulary-sized
     // rows. The same ids either way. $GLIA_GREEDY_IDS=0 turns it off.
     bool greedy_ids = true;
+    // Speculative decoding by prompt lookup (runtime/ngram_draft.h): up to this many tokens
+    // drafted per sequence and step, verified in the same step as the other sequences'
+    // tokens (0: off). Greedy answers stay bit for bit what they are without it; requests
+    // with a grammar, logit bias or log-probabilities decode one token a step. Refused
+    // for models with recurrent state.
+    int spec_draft_max = 0;
+    int spec_draft_min = 0;  // a shorter draft is not verified
+    int spec_ngram_min = 1, spec_ngram_max = 4;
     // Events a request's consumer may leave untaken; one more cancels the request.
     int max_pending_events = 1024;
     // Tests: runs on the engine thread before each step, outside its lock (e.g. to hold
@@ -158,6 +166,8 @@ struct EngineStats {
     uint64_t grammar_masks = 0;           // token masks computed (structured output)
     double grammar_mask_seconds = 0;      // time spent computing them
     double decode_tokens_per_second = 0;  // recent generation throughput (all sequences)
+    // Speculative decoding: drafted tokens verified, and of those kept.
+    uint64_t spec_drafted = 0, spec_accepted = 0;
 };
 
 class QueueFull : public std::runtime_error {

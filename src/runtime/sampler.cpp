@@ -26,9 +26,31 @@ bool Sampler::plain_greedy() const {
 }
 
 int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
+    if (plain_greedy()) return argmax(logits, n_vocab);
+    const long keep = candidates(logits, n_vocab, history);
+    if (keep < 0) return greedy_;
+    std::discrete_distribution<size_t> dist(pr_.begin(), pr_.begin() + keep);
+    return ids_[dist(rng_)];
+}
+
+void Sampler::distribution(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                           std::vector<int32_t>& ids, std::vector<double>& probs) {
+    const long keep = plain_greedy() ? -1 : candidates(logits, n_vocab, history);
+    if (keep < 0) {
+        ids.assign(1, plain_greedy() ? argmax(logits, n_vocab) : greedy_);
+        probs.assign(1, 1.0);
+        return;
+    }
+    ids.assign(ids_.begin(), ids_.begin() + keep);
+    probs.assign(pr_.begin(), pr_.begin() + keep);
+    double sum = 0;
+    for (double x : probs) sum += x;
+    for (double& x : probs) x /= sum;
+}
+
+long Sampler::candidates(const float* logits, int n_vocab, const std::vector<int32_t>& history) {
     // Penalties over the recent window.
     const bool penalize = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
-    if (p_.temperature <= 0.0f && !(penalize && p_.repeat_last_n != 0)) return argmax(logits, n_vocab);
     std::vector<float>& l = l_;
     l.assign(logits, logits + n_vocab);
     if (penalize && p_.repeat_last_n != 0) {
@@ -42,7 +64,10 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
             x -= float(c) * p_.frequency_penalty + (c > 0 ? p_.presence_penalty : 0.0f);
         }
     }
-    if (p_.temperature <= 0.0f) return argmax(l.data(), n_vocab);
+    if (p_.temperature <= 0.0f) {
+        greedy_ = argmax(l.data(), n_vocab);
+        return -1;
+    }
 
     std::vector<int32_t>& ids = ids_;
     ids.resize(n_vocab);
@@ -72,8 +97,7 @@ int32_t Sampler::sample(const float* logits, int n_vocab, const std::vector<int3
             if (cum >= p_.top_p) { keep = i + 1; break; }
         }
     }
-    std::discrete_distribution<size_t> dist(pr.begin(), pr.begin() + keep);
-    return ids[dist(rng_)];
+    return static_cast<long>(keep);
 }
 
 }  // namespace glia

@@ -28,9 +28,20 @@ public:
     // True when sample() is the plain argmax of the logits (no temperature, no penalties):
     // the pick can then be made where the logits are (Runner::forward_ids).
     bool plain_greedy() const;
+    // The distribution sample() draws from, after penalties, temperature, top-k, min-p and
+    // top-p: candidate ids with probabilities summing to 1 (greedy: the pick alone, at 1).
+    // Speculative decoding compares the target's and the draft's (runtime/spec_accept.h).
+    void distribution(const float* logits, int n_vocab, const std::vector<int32_t>& history,
+                      std::vector<int32_t>& ids, std::vector<double>& probs);
+    // The seeded generator sample() draws with (speculative acceptance draws from it too).
+    std::mt19937_64& rng() { return rng_; }
 
 private:
+    // Fills ids_ and pr_ (normalized over the top k, before min-p and top-p cut them) and returns how many
+    // candidates are kept; -1 with the pick in greedy_ when the temperature is 0.
+    long candidates(const float* logits, int n_vocab, const std::vector<int32_t>& history);
     SamplerParams p_;
+    int32_t greedy_ = 0;
     std::mt19937_64 rng_;
     // Working copies kept between calls (a vocabulary-sized allocation per token costs
     // fresh zeroed pages every step).

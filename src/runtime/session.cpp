@@ -30,6 +30,17 @@ void Session::reset() {
     runner_->reset_slot(0);
 }
 
+bool Session::can_truncate() const { return runner_->slot_state_bytes() == 0; }
+
+void Session::truncate(int n) {
+    if (n < 0 || n > n_past_) fail("truncate: position ", n, " outside the sequence's ", n_past_, " tokens");
+    if (n == n_past_) return;
+    if (!can_truncate())
+        fail("this model has recurrent layers: their state after a token cannot be taken back, so the sequence "
+             "cannot be cut from ", n_past_, " to ", n, " tokens");
+    n_past_ = n;
+}
+
 void Session::forward(const int32_t* tokens, int n, bool all_logits) {
     pos_.resize(n);
     for (int i = 0; i < n; ++i) pos_[i] = n_past_ + i;

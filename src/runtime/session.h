@@ -30,6 +30,12 @@ public:
     // The whole call is one forward pass when all_logits (the golden setting).
     const std::vector<float>& decode(const std::vector<int32_t>& tokens, bool all_logits = false);
 
+    // Drops the tokens at positions n and after (speculative decoding: the drafted tokens the
+    // target did not accept). Their K/V cells are simply written again by what comes next:
+    // attention reads only positions up to each query's own. Recurrent state cannot go back:
+    // refused for models that have it (can_truncate()).
+    void truncate(int n);
+    bool can_truncate() const;
     int n_past() const { return n_past_; }
     int n_ctx() const { return n_ctx_; }
     int n_vocab() const { return model_.profile().n_vocab; }

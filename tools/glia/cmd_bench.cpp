@@ -29,6 +29,7 @@
 #include "args.h"
 #include "backend/registry.h"
 #include "command.h"
+#include "bench_speculative.h"
 #include "common.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -328,10 +329,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
         .opt("--seed", "S", "seed of the random token ids", "1234")
         .flag("--no-warmup", "skip the warm-up run")
         .flag("--json", "print a JSON list of results instead of the table");
+    add_bench_speculative_options(a);
     if (!a.parse(argv)) return 0;
     const std::string path = model_path(a);
+    const bool speculative = bench_speculative_wanted(a);
     const bool batched = a.has("--parallel");
-    if (batched) {
+    if (speculative) {
+        // Checked by bench_speculative.
+    } else if (batched) {
         if (a.has("-p")) fail("-p/--n-prompt does not apply with --parallel; use --pp");
         if (a.has("-n")) fail("-n/--n-gen does not apply with --parallel; use --tg");
         if (a.has("-d")) fail("-d/--n-depth does not apply with --parallel");
@@ -364,6 +369,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                   ? quant::file_type_description(f.get<uint32_t>("general.file_type"))
                                   : std::string("unknown type");
     const std::string model_type = prof.arch + " " + human_params(n_params) + " " + ftype;
+    if (speculative) return bench_speculative(a, *model, model_type);
     if (batched)
         return bench_batched(a, *model, {path, model_type, model_bytes, n_params}, threads, reps, n_batch, json,
                              warmup);

@@ -7,11 +7,13 @@
 
 #include "command.h"
 #include "common.h"
+#include "speculative_options.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -34,6 +36,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         .flag("--chat", "treat the prompt as one user message and apply the model's chat template")
         .opt("-s,--system", "TEXT", "system message for --chat")
         .flag("-v,--verbose", "print where each op runs and every copy between devices (stderr)");
+    add_speculative_options(a);
     if (!a.parse(argv)) return 0;
 
     std::string prompt;
@@ -48,6 +51,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     so.cpu_ops = cpu_ops_option(a);
     so.verbose = a.has("-v");
     const SamplerParams sp = sampling_params(a);  // every option is checked before the model loads
+    SpecOptions spec_opt = speculative_options(a);
     const bool show_ids = a.has("--show-ids") || (std::getenv("GLIA_DEBUG_TOKENS") && *std::getenv("GLIA_DEBUG_TOKENS") != '0');
 
     const auto t_load = Clock::now();
@@ -56,6 +60,17 @@ int cmd_run(const std::vector<std::string>& argv) {
     use_devices(a, *model, so.n_ctx, 1, so);
     Session s(*model, so);
     Sampler sampler(sp);
+    std::unique_ptr<Model> draft_model;
+    std::unique_ptr<Speculator> spec;
+    if (a.has("--model-draft")) {
+        draft_model = load_model(a.str("--model-draft"));
+        spec_opt.draft = draft_model.get();
+    }
+    if (spec_opt.ngram || spec_opt.draft) {
+        spec_opt.draft_session.n_threads = so.n_threads;
+        spec_opt.draft_session.cpu_ops = so.cpu_ops;
+        spec = std::make_unique<Speculator>(s, sampler, spec_opt);
+    }
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
 
     std::vector<int32_t> tokens;
@@ -111,26 +126,49 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::vector<int32_t> history = tokens;
     long long generated = 0;
     const char* stop_reason = "length";
-    const auto t1 = Clock::now();
-    while (n_predict < 0 || generated < n_predict) {
-        const int32_t next = sampler.sample(logits.data(), s.n_vocab(), history);
+    // Emits one sampled token; false when generation stops there.
+    auto emit = [&](int32_t next) {
         ++generated;
         history.push_back(next);
         if (show_ids) std::fprintf(stderr, "[gen] %6d '%s'\n", next, vocab.token_to_piece(next, true).c_str());
-        if (vocab.is_eog(next) && !a.has("--ignore-eos")) { stop_reason = "end of generation"; break; }
+        if (vocab.is_eog(next) && !a.has("--ignore-eos")) {
+            stop_reason = "end of generation";
+            return false;
+        }
         write_out(vocab.token_to_piece(next, false));
-        if (s.n_past() >= s.n_ctx()) { stop_reason = "context full"; break; }
-        if (n_predict >= 0 && generated >= n_predict) break;
-        logits = s.decode({next}, false);
-        check_file();
+        // The context is full when every cell holds a token, the one just emitted excepted.
+        if (static_cast<long long>(history.size()) - 1 >= s.n_ctx()) {
+            stop_reason = "context full";
+            return false;
+        }
+        return !(n_predict >= 0 && generated >= n_predict);
+    };
+    const auto t1 = Clock::now();
+    if (n_predict != 0 && !spec) {
+        for (;;) {
+            if (!emit(sampler.sample(logits.data(), s.n_vocab(), history))) break;
+            logits = s.decode({history.back()}, false);
+            check_file();
+        }
+    } else if (n_predict != 0) {
+        // Speculative: each target step gives one or more tokens, the same ones (greedy) or
+        // equally distributed ones (sampling) as the loop above.
+        std::vector<int32_t> next{sampler.sample(logits.data(), s.n_vocab(), history)};
+        for (bool go = true; go;) {
+            for (int32_t t : next)
+                if (!(go = emit(t))) break;
+            if (!go) break;
+            next = spec->step(history, n_predict < 0 ? INT_MAX : static_cast<int>(n_predict - generated));
+            check_file();
+        }
     }
     const double gen_s = std::chrono::duration<double>(Clock::now() - t1).count();
     write_out("\n");
     std::fprintf(stderr,
                  "\nglia: load %.2f s | prompt %zu tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s | "
-                 "stopped: %s\n",
+                 "stopped: %s%s\n",
                  load_s, tokens.size(), tokens.size() / std::max(prompt_s, 1e-9), generated,
-                 generated / std::max(gen_s, 1e-9), stop_reason);
+                 generated / std::max(gen_s, 1e-9), stop_reason, spec ? speculative_summary(*spec).c_str() : "");
     return 0;
 }
 

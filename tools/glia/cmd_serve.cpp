@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "speculative_options.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -85,6 +86,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
         .flag("--no-prefix-cache", "compute every prompt whole (no reuse of cached KV pages across requests)");
     add_sampling_options(a);
     a.flag("-v,--verbose", "log every request on stderr");
+    add_speculative_options(a);
     if (!a.parse(argv)) return 0;
 
 #if !GLIA_HAVE_SERVER
@@ -123,6 +125,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
     eo.max_queue = static_cast<int>(a.integer("--max-queue", 0, 1 << 20));
     eo.prefill_chunk = static_cast<int>(a.integer("--prefill-chunk", 1, 1 << 20));
     eo.prefix_cache = !a.has("--no-prefix-cache");
+    const SpecOptions spec = speculative_options(a);
+    if (a.has("--model-draft")) fail("glia serve speculates by prompt lookup only in this version: use --spec-ngram");
+    if (spec.ngram) {
+        eo.spec_draft_max = spec.draft_max;
+        eo.spec_draft_min = spec.draft_min;
+        eo.spec_ngram_min = spec.ngram_min;
+        eo.spec_ngram_max = spec.ngram_max;
+    }
 
     const std::string path = model_path(a);
     auto model = load_model(path);
