@@ -3,7 +3,9 @@
 // plain chat prompt, the response_format's JSON-schema grammar, the tools' call grammar
 // in every tool-call format (with a matcher fed the body's bytes), and the tool-call
 // parser on the body as a model's reply. The first input byte picks the endpoint (even:
-// chat, odd: completions); the rest is the body.
+// chat, odd: completions; with bit 1 set, the body is an Anthropic Messages request,
+// translated into a chat body first); the rest is the body. The body as a reply is also
+// split into thought and answer (reasoning.h), whole and in 3-byte pieces, which must agree.
 //
 // parse_request must return a Job whose values are in range or throw ApiError (400);
 // the grammar compilers must return a grammar or throw ApiError. Anything else (another
@@ -15,8 +17,10 @@
 #include <string>
 
 #include "grammar/json_grammar.h"
+#include "server/anthropic.h"
 #include "server/json_schema.h"
 #include "server/openai.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 using namespace glia;
@@ -55,8 +59,31 @@ void check(const Job& j) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
-    const Endpoint ep = data[0] & 1 ? Endpoint::COMPLETION : Endpoint::CHAT;
-    const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+    Endpoint ep = data[0] & 1 ? Endpoint::COMPLETION : Endpoint::CHAT;
+    std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+    {
+        // A reply split into thought and answer: the same whole and in pieces.
+        const ThinkMarkers think{"<think>", "</think>"};
+        const bool opened = data[0] & 4;
+        const SplitReply whole = split_reasoning(body, think, opened);
+        ReasoningStream s(think, opened);
+        std::string r, c;
+        for (size_t i = 0; i < body.size() || i == 0; i += 3) {
+            s.append(body.substr(std::min(i, body.size()), 3), i + 3 >= body.size());
+            r += s.take_reasoning();
+            c += s.take_content();
+        }
+        if (r != whole.reasoning || c != whole.content) die("the streamed reasoning split differs from the whole one");
+    }
+    if (data[0] & 2) {  // a Messages request: its translation must be a valid chat body, or a 400
+        try {
+            body = anthropic::translate_request(body, false).chat.dump();
+            ep = Endpoint::CHAT;
+        } catch (const ApiError& e) {
+            if (e.status != 400) die("translate_request failed with a status other than 400");
+            return 0;
+        }
+    }
     Job job;
     try {
         job = parse_request(body, ep, SamplerParams{});

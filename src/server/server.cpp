@@ -33,6 +33,7 @@
 #include "server/browser_gate.h"
 #include "server/connection.h"
 #include "server/json_body.h"
+#include "server/anthropic.h"
 #include "server/openai.h"
 #include "server/reasoning.h"
 #include "server/request_text.h"
@@ -84,6 +85,13 @@ bool has_body(const httplib::Request& req) {
 // The routes behind --api-key: the OpenAI ones, ollama's and /infill.
 bool keyed_route(const std::string& path) {
     return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/infill";
+}
+
+// A refused key in the shape of the route's API (Anthropic's on /v1/messages).
+void set_key_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (req.path.rfind("/v1/messages", 0) != 0) return set_error(res, e);
+    res.status = e.status;
+    res.set_content(dump(anthropic::error_body(e.status, e.message)), "application/json");
 }
 
 void close_connection(httplib::Response& res) {
@@ -231,17 +239,20 @@ struct HttpServer::Impl {
             // Host and Origin first (browser_policy.h); preflights are answered there.
             if (browser_gate(browser, req, res)) return httplib::Server::HandlerResponse::Handled;
             if (opt.api_key.empty() || !keyed_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+            // The key as "Authorization: Bearer KEY", or as "x-api-key: KEY" (Anthropic's clients).
             const std::string auth = req.get_header_value("Authorization");
+            const std::string x_key = req.get_header_value("x-api-key");
             const std::string prefix = "Bearer ";
-            if (auth.empty()) {
+            if (auth.empty() && x_key.empty()) {
                 if (has_body(req)) close_connection(res);  // the body stays unread
-                set_error(res, {401, "missing API key: send 'Authorization: Bearer KEY' (the server was started with --api-key)",
-                                "authentication_error", "", "missing_api_key"});
+                set_key_error(req, res, {401, "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY' (the server was started with --api-key)",
+                                         "authentication_error", "", "missing_api_key"});
                 return httplib::Server::HandlerResponse::Handled;
             }
-            if (auth.rfind(prefix, 0) != 0 || !secure_equal(auth.substr(prefix.size()), opt.api_key)) {
+            if (auth.empty() ? !secure_equal(x_key, opt.api_key)
+                             : auth.rfind(prefix, 0) != 0 || !secure_equal(auth.substr(prefix.size()), opt.api_key)) {
                 if (has_body(req)) close_connection(res);
-                set_error(res, {401, "invalid API key", "authentication_error", "", "invalid_api_key"});
+                set_key_error(req, res, {401, "invalid API key", "authentication_error", "", "invalid_api_key"});
                 return httplib::Server::HandlerResponse::Handled;
             }
             return httplib::Server::HandlerResponse::Unhandled;
@@ -257,6 +268,7 @@ struct HttpServer::Impl {
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
+                            "POST /v1/messages, POST /v1/messages/count_tokens, "
                             "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, "
                             "ollama's POST /api/chat, /api/generate, /api/embed, /api/show, GET /api/tags, /api/ps, /api/version)";
                 e.type = "not_found_error";
@@ -397,6 +409,15 @@ struct HttpServer::Impl {
         // ollama's API and the reference server's /infill, run by the handlers above (relay.h).
         add_ollama_routes(http, ollama_model(), inner_api());
         add_infill_route(http, vocab, engine.options().n_ctx, inner_api());
+        // Anthropic's Messages API, run by the chat route as well (anthropic.h).
+        anthropic::add_routes(http, {inner_api(), [this](const std::string& b) { return count_chat_tokens(b); }});
+    }
+
+    // The prompt tokens of a chat completions body, as generate() would count them.
+    int count_chat_tokens(const std::string& body) {
+        Job job = parse_request(body, Endpoint::CHAT, opt.defaults);
+        if (!known_model(job.model)) throw unknown_model(job.model);
+        return static_cast<int>(prompt_tokens(job).size());
     }
 
     InnerApi inner_api() {
