@@ -221,6 +221,10 @@
 
   function fillMessage(node, m) {
     const body = node.querySelector('.body');
+    // The model's thought (reasoning_content), as text, collapsed unless opened.
+    const thought = node.querySelector('.thought');
+    thought.hidden = !m.reasoning;
+    thought.querySelector('.thought-text').textContent = m.reasoning || '';
     if (m.role === 'assistant') body.innerHTML = GliaMarkdown.render(m.content);  // escaped by the renderer
     else body.textContent = m.content;
     node.classList.toggle('pending', !!m.pending);
@@ -244,13 +248,20 @@
     const role = document.createElement('div');
     role.className = 'role';
     role.textContent = m.role;
+    const thought = document.createElement('details');
+    thought.className = 'thought';
+    const summary = document.createElement('summary');
+    summary.textContent = 'Thought';
+    const thoughtText = document.createElement('div');
+    thoughtText.className = 'thought-text';
+    thought.append(summary, thoughtText);
     const body = document.createElement('div');
     body.className = 'body';
     const stats = document.createElement('div');
     stats.className = 'stats';
     const err = document.createElement('div');
     err.className = 'msg-error';
-    node.append(role, body, stats, err);
+    node.append(role, thought, body, stats, err);
     fillMessage(node, m);
     return node;
   }
@@ -510,6 +521,14 @@
           if (j.usage) usage = j.usage;
           const ch = j.choices && j.choices[0];
           if (!ch) continue;
+          const r = ch.delta && ch.delta.reasoning_content;
+          if (r) {
+            run.tLast = performance.now();
+            if (!run.tFirst) run.tFirst = run.tLast;
+            msg.reasoning = (msg.reasoning || '') + r;
+            ++run.n;
+            scheduleDraw();
+          }
           const d = ch.delta && ch.delta.content;
           if (d) {
             run.tLast = performance.now();
