@@ -77,6 +77,15 @@ Speculator::Speculator(Session& target, Sampler& sampler, const SpecOptions& opt
 
 Speculator::~Speculator() = default;
 
+void Speculator::reset() {
+    stats_ = {};
+    if (ngram_) ngram_->reset();
+    if (draft_) {
+        draft_->reset();
+        draft_text_.clear();
+    }
+}
+
 std::string Speculator::kind() const { return ngram_ ? "prompt lookup" : "draft model"; }
 
 // Brings the draft session to the text: keeps what it evaluated that still agrees, then

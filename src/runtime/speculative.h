@@ -63,6 +63,8 @@ public:
     // them to text (and may stop early: at end of generation, for instance).
     std::vector<int32_t> step(const std::vector<int32_t>& text, int max_new);
     const SpecStats& stats() const { return stats_; }
+    // For a new text on the target after its reset(): forgets the drafter's text and the stats.
+    void reset();
     // "prompt lookup" or "draft model"
     std::string kind() const;
 

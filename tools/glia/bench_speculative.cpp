@@ -38,33 +38,29 @@ struct Run {
     SpecStats stats;
 };
 
-// n greedy tokens (end of generation ignored); with `spec`, through a Speculator.
-Run generate(const Model& m, const SessionOptions& so, const std::vector<int32_t>& prompt, int n,
-             const SpecOptions* spec) {
-    Session s(m, so);
-    SamplerParams sp;
-    sp.temperature = 0;
-    Sampler sampler(sp);
-    std::unique_ptr<Speculator> sp_dec;
-    if (spec) sp_dec = std::make_unique<Speculator>(s, sampler, *spec);
+// n greedy tokens (end of generation ignored) on a warm session (its step shapes already
+// compiled by the warm-up, as in a long generation); with `spec`, through it.
+Run generate(Session& s, Speculator* spec, const std::vector<int32_t>& prompt, int n) {
+    s.reset();
+    if (spec) spec->reset();
     std::vector<int32_t> text = prompt;
     std::vector<float> l = s.decode(prompt, false);
     const auto t0 = Clock::now();
-    text.push_back(sampler.sample(l.data(), s.n_vocab(), text));
+    text.push_back(argmax(l.data(), s.n_vocab()));
     while (static_cast<int>(text.size() - prompt.size()) < n) {
         const int left = n - static_cast<int>(text.size() - prompt.size());
-        if (sp_dec) {
-            const std::vector<int32_t> next = sp_dec->step(text, left);
+        if (spec) {
+            const std::vector<int32_t> next = spec->step(text, left);
             text.insert(text.end(), next.begin(), next.end());
         } else {
             l = s.decode({text.back()}, false);
-            text.push_back(sampler.sample(l.data(), s.n_vocab(), text));
+            text.push_back(argmax(l.data(), s.n_vocab()));
         }
     }
     Run r;
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.tokens.assign(text.begin() + static_cast<long>(prompt.size()), text.end());
-    if (sp_dec) r.stats = sp_dec->stats();
+    if (spec) r.stats = spec->stats();
     return r;
 }
 
@@ -102,9 +98,14 @@ int bench_speculative(const Args& a, const Model& model, const std::string& mode
 
     std::vector<double> plain_ts, spec_ts;
     Run plain, spec;
+    Session plain_s(model, so), spec_s(model, so);
+    SamplerParams greedy;
+    greedy.temperature = 0;
+    Sampler sampler(greedy);
+    Speculator speculator(spec_s, sampler, opt);
     for (long long r = 0; r <= reps; ++r) {  // r == 0: the warm-up
-        plain = generate(model, so, prompt, static_cast<int>(n_gen), nullptr);
-        spec = generate(model, so, prompt, static_cast<int>(n_gen), &opt);
+        plain = generate(plain_s, nullptr, prompt, static_cast<int>(n_gen));
+        spec = generate(spec_s, &speculator, prompt, static_cast<int>(n_gen));
         if (spec.tokens != plain.tokens) {
             size_t i = 0;
             while (spec.tokens[i] == plain.tokens[i]) ++i;
