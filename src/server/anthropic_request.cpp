@@ -227,7 +227,8 @@ double number(const json& body, const char* name, double lo, double hi) {
 int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi) {
     const json& v = body[name];
     if (!v.is_number_integer()) wrong_type(name, "an integer", v);
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+    // (a value above INT64_MAX is unsigned; anything else reads as int64_t)
+    if ((v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
         bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + v.dump());
     return v.get<int64_t>();
 }
