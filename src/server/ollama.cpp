@@ -144,10 +144,11 @@ public:
         if (!choices.is_array() || choices.empty()) return "";
         const json& c = choices[0];
         if (c.contains("finish_reason") && c["finish_reason"].is_string()) a_.finish = c["finish_reason"].get<std::string>();
+        // A chat chunk's delta, or a completion chunk's text (a raw /api/generate).
         std::string content, thinking;
         json calls, lp;
-        if (a_.chat) {
-            const json d = c.value("delta", json::object());
+        if (c.contains("delta") && c["delta"].is_object()) {
+            const json& d = c["delta"];
             if (d.contains("content") && d["content"].is_string()) content = d["content"].get<std::string>();
             if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
                 thinking = d["reasoning_content"].get<std::string>();
@@ -180,8 +181,8 @@ json whole_answer(Answer a, const json& body) {
     const json c = choices.is_array() && !choices.empty() ? choices[0] : json::object();
     if (c.contains("finish_reason") && c["finish_reason"].is_string()) a.finish = c["finish_reason"].get<std::string>();
     json j;
-    if (a.chat) {
-        const json m = c.value("message", json::object());
+    if (c.contains("message") && c["message"].is_object()) {  // a chat completion (also /api/generate's templated prompt)
+        const json m = c["message"];
         const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
         const std::string thinking =
             m.contains("reasoning_content") && m["reasoning_content"].is_string() ? m["reasoning_content"].get<std::string>() : "";
@@ -331,8 +332,9 @@ void embed(const InnerApi& api, const httplib::Request& req, httplib::Response& 
         httplib::Response inner;
         api.embeddings(dump(json{{"model", ollama_model_name(r["model"].get<std::string>())}, {"input", in}}), inner);
         const json b = json::parse(inner.body, nullptr, false);
-        if (inner.status != 200 || b.is_discarded())
-            return send_error(res, inner.status, error_message(b, "embedding failed"));
+        const int status = inner.status < 0 ? 200 : inner.status;  // (a handler leaves 200 unset)
+        if (status != 200 || b.is_discarded() || !b.is_object() || !b.contains("data"))
+            return send_error(res, status == 200 ? 500 : status, error_message(b, "embedding failed"));
         json vecs = json::array();
         for (const json& d : b["data"]) {
             std::vector<double> v = d["embedding"].get<std::vector<double>>();

@@ -44,7 +44,8 @@ check(whole.done === true && whole.done_reason === 'length' && whole.eval_count 
       whole.message.role === 'assistant' && whole.message.content.length > 0 && whole.total_duration > 0, 'chat', whole);
 const parts = await collect(await ollama.chat({ model, messages: user, options: greedy, stream: true }));
 const last = parts[parts.length - 1];
-check(parts.length > 2 && parts.slice(0, -1).every((p) => p.done === false), 'chat stream parts', parts);
+// (how the tokens are grouped into objects depends on timing: at least one, then the last)
+check(parts.length >= 2 && parts.slice(0, -1).every((p) => p.done === false), 'chat stream parts', parts);
 check(parts.map((p) => p.message.content).join('') === whole.message.content, 'chat stream text', { parts, whole });
 check(last.done && last.done_reason === 'length' && last.eval_count === 8 && last.prompt_eval_count === whole.prompt_eval_count &&
       last.eval_duration >= 0 && last.total_duration >= last.eval_duration, 'chat stream end', last);
@@ -53,7 +54,7 @@ console.log('ok chat');
 // Generate: streamed (the prompt through the template), raw, seeded, stop strings.
 const gen = await collect(await ollama.generate({ model, prompt: 'Once upon a time', stream: true, options: greedy }));
 const genText = gen.map((p) => p.response).join('');
-check(gen.length > 2 && gen[gen.length - 1].done && gen[gen.length - 1].eval_count === 8, 'generate stream', gen);
+check(gen.length >= 2 && gen[gen.length - 1].done && gen[gen.length - 1].eval_count === 8, 'generate stream', gen);
 check(genText === whole.message.content, 'generate renders the prompt as a user message', { genText, chat: whole.message.content });
 const raw = await ollama.generate({ model, prompt: 'Once upon a time', raw: true, options: greedy });
 check(raw.done && raw.eval_count === 8 && raw.prompt_eval_count < whole.prompt_eval_count, 'raw generate', raw);
