@@ -62,8 +62,9 @@ TEST(SpecIdentity, PromptLookupOnTheGoldensPrompts) {
         SpecOptions o;
         o.ngram = true;
         o.draft_max = 8;
-        // The 2,000-token prompt once (stories260K): drafting from a long text.
-        const Totals t = check_golden_prompts(*target, stem, o, std::string(stem) == "stories260K");
+        // Not the 2,000-token prompt: on 2 cores its many-token steps at that depth take ~20 s
+        // (a CPU attention cost, bench/LOG.md 2026-12-05); `check_golden_prompts(..., true)` runs it.
+        const Totals t = check_golden_prompts(*target, stem, o);
         t.print(std::string(stem) + ", prompt lookup");
         EXPECT_GT(t.drafted, 0) << stem;
     }
