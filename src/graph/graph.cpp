@@ -191,7 +191,18 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, const AttnInputs& in, 
         fail("attention: token counts differ (q ", q->shape_str(), ", k ", k->shape_str(), ", v ", v->shape_str(), ")");
     if (q->ne[0] != k->ne[0]) fail("attention: q and k head sizes differ");
     if (k->ne[1] != v->ne[1] || q->ne[1] % k->ne[1]) fail("attention: head counts incompatible");
-    if (in.k_cache->type != DType::F16 || in.v_cache->type != DType::F16) fail("attention: the KV pages must be F16");
+    for (const Tensor* c : {in.k_cache, in.v_cache}) {
+        const DType t = c->type;
+        if (t != DType::F16 && t != DType::BF16 && t != DType::Q8_0 && t != DType::Q4_0)
+            fail("attention: KV pages of type ", dtype_name(t), " (F16, BF16, Q8_0 or Q4_0)");
+    }
+    // Blocked pages: each head spans whole blocks of 32, or lies inside one.
+    auto heads_fit = [](DType t, int64_t hd) {
+        return (t != DType::Q8_0 && t != DType::Q4_0) || hd % 32 == 0 || hd == 8 || hd == 16;
+    };
+    if (!heads_fit(in.k_cache->type, k->ne[0]) || !heads_fit(in.v_cache->type, v->ne[0]))
+        fail("attention: heads of ", k->ne[0], "/", v->ne[0], " values do not fit ", dtype_name(in.k_cache->type), "/",
+             dtype_name(in.v_cache->type), " pages (blocks of 32)");
     if (in.k_cache->ne[0] != k->ne[0] * k->ne[1] || in.v_cache->ne[0] != v->ne[0] * v->ne[1])
         fail("attention: page rows of ", in.k_cache->ne[0], "/", in.v_cache->ne[0], " values do not match k ",
              k->shape_str(), " and v ", v->shape_str());

@@ -19,7 +19,8 @@ bool ModelBytes::has_experts() const {
     return std::any_of(layer_experts.begin(), layer_experts.end(), [](uint64_t b) { return b > 0; });
 }
 
-ModelBytes measure_model(const ModelProfile& p, const gguf::File& f) {
+ModelBytes measure_model(const ModelProfile& p, const gguf::File& f, const CacheTypes& cache) {
+    check_cache_types(p, cache);
     ModelBytes m;
     m.n_layer = p.n_layer;
     m.layer_weights.assign(p.n_layer, 0);
@@ -46,7 +47,9 @@ ModelBytes measure_model(const ModelProfile& p, const gguf::File& f) {
     for (int il = 0; il < p.n_layer; ++il) {
         const int kv_heads = il < static_cast<int>(p.n_head_kv.size()) ? p.n_head_kv[il] : 0;
         const bool recurrent = p.layer_kind[il] == LayerKind::RECURRENT;
-        if (!recurrent && kv_heads > 0) m.kv_per_token[il] = uint64_t(kv_heads) * (p.head_dim_k + p.head_dim_v) * 2;
+        if (!recurrent && kv_heads > 0)
+            m.kv_per_token[il] = cache_row_bytes(cache.k, int64_t(kv_heads) * p.head_dim_k) +
+                                 cache_row_bytes(cache.v, int64_t(kv_heads) * p.head_dim_v);
         if (recurrent && p.shortconv_l_cache > 1)
             m.state_per_seq[il] = uint64_t(p.shortconv_l_cache - 1) * p.n_embd * sizeof(float);
     }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "placement/cache_types.h"
+
 namespace glia::gguf { class File; }
 
 namespace glia {
@@ -19,7 +21,8 @@ struct ModelBytes {
     uint64_t embeddings = 0;               // token_embd.weight
     uint64_t output = 0;                   // final norm, LM head and other tensors outside the blocks
     bool tied_output = false;              // the LM head reads token_embd.weight
-    std::vector<uint64_t> kv_per_token;    // F16 K and V: n_head_kv * (head_dim_k + head_dim_v) * 2
+    // K and V rows of one token in the cache's types (f16: n_head_kv * (head_dim_k + head_dim_v) * 2)
+    std::vector<uint64_t> kv_per_token;
     std::vector<uint64_t> state_per_seq;   // recurrent layers: F32 state of one sequence
     // Scratch per token of a step: a layer's live activations (F32, with the 8-bit copies
     // matrix products make of their inputs), the input row, and one row of logits.
@@ -32,7 +35,8 @@ struct ModelBytes {
     bool has_experts() const;
 };
 
-// Throws Error when a tensor names a block the profile does not have.
-ModelBytes measure_model(const ModelProfile& p, const gguf::File& f);
+// Throws Error when a tensor names a block the profile does not have, or when the model's
+// heads do not fit the cache types (check_cache_types).
+ModelBytes measure_model(const ModelProfile& p, const gguf::File& f, const CacheTypes& cache = {});
 
 }  // namespace glia

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "placement/cache_types.h"
 
 namespace glia::gguf { class File; }
 
@@ -39,6 +40,7 @@ struct Placement {
     bool experts_on_host = false;     // MoE expert tensors stay in host memory (--cpu-moe)
     int n_ctx = 0;                    // context the KV estimate was made for
     int n_seq = 1;                    // sequences (recurrent state slots)
+    CacheTypes cache;                 // KV cell types (--cache-type-k/-v): the estimate's and the Runner's
     std::vector<DeviceUsage> usage;   // per device, parallel to devices
     // A tied LM head (no output.weight: it reads token_embd.weight) on another device than
     // the embeddings: devices[output] holds a copy of token_embd.weight (counted in usage).
@@ -88,6 +90,7 @@ struct PlanRequest {
     int min_ctx = 0;                  // a fit may shrink the context down to this, never below (0: never shrink)
     int n_seq = 1;
     int n_batch = 512;                // tokens per step, for the scratch estimate
+    CacheTypes cache;                 // KV cell types (refused when the model's heads do not fit them)
 };
 
 // A placement that cannot work: what() says why and the remedy.

@@ -34,7 +34,7 @@ struct Planner {
     int n_ctx_asked = 0;
 
     Planner(const ModelProfile& prof, const gguf::File& f, const PlanRequest& r, int n_ctx)
-        : p(prof), mb(measure_model(prof, f)), req(r), n_ctx_asked(n_ctx) {
+        : p(prof), mb(measure_model(prof, f, r.cache)), req(r), n_ctx_asked(n_ctx) {
         devices.push_back(DeviceSpec{Device::CPU, 0, "cpu", 0});
         for (size_t i = 0; i < req.gpu_mem.size(); ++i)
             devices.push_back(DeviceSpec{req.gpu_kind, int(i), cat(req.gpu_kind_name, ":", i), req.gpu_mem[i]});
@@ -73,6 +73,7 @@ struct Planner {
         pl.n_ctx_asked = n_ctx_asked;
         pl.n_seq = req.n_seq;
         pl.n_batch = req.n_batch;
+        pl.cache = req.cache;
         pl.experts_on_host = cpu_moe && mb.has_experts();
         pl.embeddings = 0;
         const bool all_gpu = n_layer() > 0 && pl.n_gpu_layers() == n_layer();
@@ -226,6 +227,7 @@ struct Planner {
                                     shortfall(all, cat("all ", n_layer(), " would need"))));
             }
         }
+        if (pl.n_gpu_layers() > 0 && !req.cache.is_default()) throw PlanError(cache_types_gpu_refusal(req.cache));
         pl.notes.insert(pl.notes.begin(), notes.begin(), notes.end());
         return pl;
     }

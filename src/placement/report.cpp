@@ -98,6 +98,8 @@ std::string placement_json(const Placement& p) {
     w.key("output_copies_embeddings").value(p.output_copies_embeddings);
     w.key("experts_on_host").value(p.experts_on_host);
     w.key("n_ctx").value(p.n_ctx);
+    w.key("cache_type_k").value(cache_type_name(p.cache.k));
+    w.key("cache_type_v").value(cache_type_name(p.cache.v));
     w.key("n_ctx_asked").value(p.n_ctx_asked);
     w.key("ctx_shrunk").value(p.ctx_shrunk());
     w.key("n_seq").value(p.n_seq);

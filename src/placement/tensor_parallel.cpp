@@ -34,7 +34,7 @@ TpPlan plan_tensor_parallel(const ModelProfile& p, const gguf::File& f, int worl
         }
         DeviceUsage u;
         for (const Tensor& t : ws->all()) u.weights += t.row_size() * uint64_t(t.n_rows());
-        const ModelBytes mb = measure_model(rp, f);
+        const ModelBytes mb = measure_model(rp, f, req.cache);
         for (int il = 0; il < rp.n_layer; ++il) {
             u.kv += mb.kv_per_token[il] * uint64_t(tp.n_ctx);
             u.state += mb.state_per_seq[il] * uint64_t(req.n_seq);

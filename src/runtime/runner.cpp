@@ -48,10 +48,21 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
         fail("the model is rank ", p.tp.rank, " of a tensor-parallel group of ", p.tp.world,
              comm_ ? cat(" but its communicator is rank ", comm_->rank(), " of ", comm_->world())
                    : std::string(" but no communicator was given"));
-    if (opt_.placement.devices.empty()) opt_.placement = Placement::all_cpu(p.n_layer);
+    if (opt_.placement.devices.empty()) {
+        const CacheTypes cache = opt_.placement.cache;
+        opt_.placement = Placement::all_cpu(p.n_layer);
+        opt_.placement.cache = cache;
+    }
     Placement& pl = opt_.placement;
     if (static_cast<int>(pl.layer.size()) != p.n_layer)
         fail("placement has ", pl.layer.size(), " layers, the model ", p.n_layer);
+    check_cache_types(p, pl.cache);
+    // The GPU attention kernels read f16 pages only (the CPU fallback would keep such a
+    // layer's cache in host memory and copy q, k and v every step, against the plan).
+    if (!pl.cache.is_default())
+        for (int il = 0; il < p.n_layer; ++il)
+            if (pl.layer[il] != 0 && p.n_head_kv[il] > 0 && p.layer_kind[il] != LayerKind::RECURRENT)
+                fail(cache_types_gpu_refusal(pl.cache));
     backends_.push_back(opt_.cpu ? opt_.cpu : &cpu_backend(opt_.n_threads));
     for (Backend* b : opt_.devices) backends_.push_back(b);
     if (pl.devices.size() != backends_.size())
@@ -127,6 +138,7 @@ void Runner::start_ranks() {
         ro.max_plans = opt_.max_plans;
         ro.comm = &group_->comm(r);
         ro.shared_pages = pt_;
+        ro.placement.cache = opt_.placement.cache;
         ro.cpu = rank_cpus_[r].get();
         peers_.push_back(std::make_unique<Runner>(*shards_[r], std::move(ro)));
     }
@@ -182,10 +194,11 @@ void Runner::place_state() {
                 state_[il].conv = state_tensor(DType::F32, p.recurrent_state_floats, n_slots, blk + ".recurrent_state");
         } else if (p.n_head_kv[il] > 0) {
             const int64_t hk = p.head_dim_k_of(il), hv = p.head_dim_v_of(il);
-            state_[il].k = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hk, n_cells, blk + ".k_pages");
+            const CacheTypes& ct = opt_.placement.cache;
+            state_[il].k = state_tensor(ct.k, int64_t(p.n_head_kv[il]) * hk, n_cells, blk + ".k_pages");
             // Latent attention caches one vector a token: V is a view of the K pages.
             if (p.mla_kv_lora_rank == 0)
-                state_[il].v = state_tensor(DType::F16, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
+                state_[il].v = state_tensor(ct.v, int64_t(p.n_head_kv[il]) * hv, n_cells, blk + ".v_pages");
         }
     }
     // Probe: which device can run each layer's stateful op.

@@ -345,6 +345,8 @@ struct HttpServer::Impl {
                       {"n_ctx_train", p.n_ctx_train},
                       {"n_ctx", eo.n_ctx},
                       {"n_parallel", eo.n_parallel},
+                      {"cache_type_k", cache_type_name(eo.placement.cache.k)},
+                      {"cache_type_v", cache_type_name(eo.placement.cache.v)},
                       {"prefix_cache", eo.prefix_cache},
                       {"chat_template", opt.chat_template},
                       // Where it came from: "model" (the file's tokenizer.chat_template), "file"

@@ -21,7 +21,7 @@ using cpu::simd::Isa;
 
 struct Cache {
     std::vector<uint16_t> data;
-    std::vector<const uint16_t*> rows;
+    std::vector<const uint8_t*> rows;
     Cache(std::mt19937& rng, int n, int width, float sd) : data(size_t(n) * width), rows(n) {
         std::normal_distribution<float> g(0.f, sd);
         for (auto& x : data) x = f32_to_f16(g(rng));
@@ -29,7 +29,7 @@ struct Cache {
         std::vector<int> perm(n);
         for (int i = 0; i < n; ++i) perm[i] = i;
         std::shuffle(perm.begin(), perm.end(), rng);
-        for (int c = 0; c < n; ++c) rows[c] = data.data() + size_t(perm[c]) * width;
+        for (int c = 0; c < n; ++c) rows[c] = reinterpret_cast<const uint8_t*>(data.data() + size_t(perm[c]) * width);
     }
 };
 

@@ -17,8 +17,8 @@ using namespace glia;
 namespace {
 
 // The last logits after `n` random tokens: all in one forward pass, and the first n - 1 in
-// one pass then the last alone, and every token alone.
-void check_history_paths(const std::string& file, int n) {
+// one pass then the last alone, and every token alone (KV cells of the given types).
+void check_history_paths(const std::string& file, int n, CacheTypes cache = {}) {
     auto m = Model::load(test::shared_path("models/" + file));
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> tok(3, m->profile().n_vocab - 1);
@@ -27,6 +27,7 @@ void check_history_paths(const std::string& file, int n) {
     SessionOptions so;
     so.n_ctx = 256;
     so.n_threads = 2;
+    so.placement.cache = cache;
     Session whole(*m, so);
     const std::vector<float> a = whole.decode(toks);
     Session split(*m, so);
@@ -51,5 +52,15 @@ TEST(PrefillDecodeBits, StoriesQ8_0) { check_history_paths("stories260K-q8_0.ggu
 TEST(PrefillDecodeBits, LlamaQ4KM) { check_history_paths("tiny-llama-q4_k_m.gguf", 60); }
 TEST(PrefillDecodeBits, LlamaF16) { check_history_paths("tiny-llama-f16.gguf", 60); }
 TEST(PrefillDecodeBits, Qwen3Q8_0) { check_history_paths("tiny-qwen3-q8_0.gguf", 60); }
+// Quantized caches: each token's row is quantized once when stored, and every path reads
+// the same blocks (heads of 64: whole blocks; stories260K's heads of 8: four to a block).
+TEST(PrefillDecodeBits, LlamaF16CacheQ8_0) { check_history_paths("tiny-llama-f16.gguf", 60, {DType::Q8_0, DType::Q8_0}); }
+TEST(PrefillDecodeBits, LlamaQ4KMCacheQ4_0) {
+    check_history_paths("tiny-llama-q4_k_m.gguf", 60, {DType::Q4_0, DType::Q4_0});
+}
+TEST(PrefillDecodeBits, StoriesCacheQ8_0) { check_history_paths("stories260K.gguf", 60, {DType::Q8_0, DType::Q8_0}); }
+TEST(PrefillDecodeBits, Qwen3CacheBf16Q4_0) {
+    check_history_paths("tiny-qwen3-q8_0.gguf", 60, {DType::BF16, DType::Q4_0});
+}
 
 }  // namespace

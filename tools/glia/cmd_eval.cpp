@@ -151,8 +151,8 @@ int cmd_eval(const std::vector<std::string>& argv) {
         .key("n_ctx").value(static_cast<int64_t>(s.n_ctx()))
         .key("n_batch").value(static_cast<int64_t>(n_prompt))
         .key("prompt_in_one_batch").value(true)
-        .key("kv_cache_type_k").value("f16")
-        .key("kv_cache_type_v").value("f16")
+        .key("kv_cache_type_k").value(cache_type_name(so.placement.cache.k))
+        .key("kv_cache_type_v").value(cache_type_name(so.placement.cache.v))
         .key("sampling").value("greedy argmax over raw logits (ties -> lowest token id), no penalties")
         .key("stop_on_eog").value(false)
         .end_object();

@@ -55,8 +55,10 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
         .opt("-t,--threads", "N", "CPU threads (0 = all cores)", "0")
         .opt("--cpu-ops", "LIST", "ops to run on the CPU whatever the placement, e.g. attention,rope")
         .opt("--chunks", "N", "evaluate at most N chunks (0 = all)", "0")
-        .opt("--kl-base", "FILE", "also run this model (e.g. the unquantized one) and report KL(base || model) and top-1 agreement")
+        .opt("--kl-base", "FILE", "also run this model (e.g. the unquantized one; with f16 KV caches) and report "
+                                  "KL(base || model) and top-1 agreement")
         .flag("--json", "print the result as JSON");
+    add_cache_type_options(a);
     if (!a.parse(argv)) return 0;
     if (!a.has("-f")) fail("no text given: pass -f TEXT");
     const long long n_ctx_ll = a.integer("-c");
@@ -68,6 +70,7 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
     const int n_threads = static_cast<int>(a.integer("-t"));
     const long long max_chunks = a.integer("--chunks");
     const bool json = a.has("--json");
+    const CacheTypes cache = cache_types_option(a);
 
     const std::string text = read_file(a.str("-f"));
     auto model = load_model(model_path(a));
@@ -87,6 +90,8 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
     so.n_threads = n_threads;
     so.n_batch = n_batch;
     so.cpu_ops = cpu_ops_option(a);
+    SessionOptions so_base = so;  // --kl-base: f16 caches
+    so.placement.cache = cache;
     Session s(*model, so);
     const int V = s.n_vocab();
     std::unique_ptr<Model> base;
@@ -95,7 +100,7 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
         base = load_model(a.str("--kl-base"));
         if (base->profile().n_vocab != V)
             fail("--kl-base model has ", base->profile().n_vocab, " tokens in its vocabulary, the model ", V);
-        sb = std::make_unique<Session>(*base, so);
+        sb = std::make_unique<Session>(*base, so_base);
     }
     double kl_sum = 0, kl_sum2 = 0;
     int64_t top1_same = 0;
@@ -163,6 +168,8 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
             .key("n_tokens").value(static_cast<int64_t>(tokens.size()))
             .key("n_ctx").value(static_cast<int64_t>(n_ctx))
             .key("n_batch").value(static_cast<int64_t>(n_batch))
+            .key("cache_type_k").value(cache_type_name(so.placement.cache.k))
+            .key("cache_type_v").value(cache_type_name(so.placement.cache.v))
             .key("n_chunks").value(static_cast<int64_t>(n_chunk))
             .key("n_scored").value(static_cast<int64_t>(count))
             .key("ppl").value(ppl, 9)

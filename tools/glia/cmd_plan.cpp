@@ -62,6 +62,7 @@ void print_text(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb
     std::printf("context:     %d tokens", pl.n_ctx);
     if (pl.ctx_shrunk()) std::printf(" (shrunk from %d)", pl.n_ctx_asked);
     std::printf(", %d sequence%s, batch %d\n", pl.n_seq, pl.n_seq == 1 ? "" : "s", pl.n_batch);
+    std::printf("KV cache:    keys %s, values %s\n", cache_type_name(pl.cache.k), cache_type_name(pl.cache.v));
     std::printf("layers:      %s\n", describe_layers(pl).c_str());
     std::printf("embeddings:  %s\n", pl.devices[pl.embeddings].name.c_str());
     std::printf("output:      %s%s\n", pl.devices[pl.output].name.c_str(),
@@ -162,6 +163,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
         .opt("--type", "TYPE", "with --shape: tensor type or mix: " + quant::file_type_names(), "F16")
         .opt("--vocab-from", "FILE", "with --shape: take the vocabulary size from this GGUF")
         .flag("--json", "print one JSON object");
+    add_cache_type_options(a);
     if (!a.parse(argv)) return 0;
     if (a.positional().size() > 1) fail("more than one model given: ", a.positional()[1]);
     if (!a.has("--shape") && (a.has("--type") || a.has("--vocab-from")))
@@ -175,11 +177,12 @@ int cmd_plan(const std::vector<std::string>& argv) {
     req.min_ctx = int_option(a, "--min-ctx", 0, 1 << 24);
     req.n_seq = int_option(a, "--parallel", 1, 1 << 16);
     req.n_batch = int_option(a, "-b", 1, 1 << 20);
+    req.cache = cache_types_option(a);
     const bool json = a.has("--json");
 
     const std::unique_ptr<gguf::File> f = open_model(a);
     const ModelProfile p = derive_profile(*f);
-    const ModelBytes mb = measure_model(p, *f);
+    const ModelBytes mb = measure_model(p, *f, req.cache);
     // A refused plan: the reason on stderr (and as JSON with --json), exit 3.
     auto refused = [&](const PlanError& e) {
         if (json) {

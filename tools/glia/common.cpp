@@ -205,6 +205,20 @@ void add_device_options(Args& a) {
                             "not available yet")
         .opt("--world", "W", "processes in the group (with --rank)")
         .opt("--coordinator", "HOST:PORT", "where rank 0 listens and hands the other ranks the group's NCCL id");
+    add_cache_type_options(a);
+}
+
+void add_cache_type_options(Args& a) {
+    a.opt("-ctk,--cache-type-k", "TYPE", std::string("KV cache type of the keys: ") + cache_type_names() +
+                                             " (q8_0: about half the bytes of f16; the CPU only)", "f16")
+        .opt("-ctv,--cache-type-v", "TYPE", std::string("KV cache type of the values: ") + cache_type_names(), "f16");
+}
+
+CacheTypes cache_types_option(const Args& a) {
+    CacheTypes c;
+    c.k = cache_type_from_name(a.str("--cache-type-k"), "--cache-type-k");
+    c.v = cache_type_from_name(a.str("--cache-type-v"), "--cache-type-v");
+    return c;
 }
 
 #if GLIA_HAVE_CUDA
@@ -299,8 +313,10 @@ DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq) 
     if (c.tp > 1) m.shard(0, c.tp);  // refuse an unsplittable model before anything is allocated
     if (a.has("--devices") && ngl == 0) fail("--devices goes with -ngl (layers on the GPUs)");
     const std::vector<int> gpus = ngl == 0 ? std::vector<int>{} : devices_option(a);
+    c.placement.cache = cache_types_option(a);
     if (ngl == 0) return c;
     PlanRequest req;
+    req.cache = c.placement.cache;
     req.n_gpu_layers = static_cast<int>(ngl);
     req.cpu_moe = a.has("--cpu-moe");
     req.n_ctx = n_ctx;

@@ -29,12 +29,16 @@ void add_sampling_options(Args& a);
 SamplerParams sampling_params(const Args& a);
 // Declares -t/--threads, -c/--ctx-size and --cpu-ops.
 void add_runtime_options(Args& a);
-// Declares -ngl/--gpu-layers, --cpu-moe, and the several-device options: -tp N,
-// --devices LIST, -sm layer|tensor, --rank/--world/--coordinator.
+// Declares -ngl/--gpu-layers, --cpu-moe, the several-device options (-tp N, --devices LIST,
+// -sm layer|tensor, --rank/--world/--coordinator) and the KV cache types.
 void add_device_options(Args& a);
+// Declares --cache-type-k / --cache-type-v (add_device_options declares them too).
+void add_cache_type_options(Args& a);
+// Their values (error naming the flag for an unknown type).
+CacheTypes cache_types_option(const Args& a);
 // -ngl as given, else all layers when $GLIA_DEVICE is cuda, else 0.
 long long gpu_layers_option(const Args& a);
-// The placement those options ask for, planned against the free memory of the CUDA
+// The placement those options ask for (the cache types included), planned against the free memory of the CUDA
 // devices present (refusals name the remedy; the planner's notes go to stderr), and the
 // backends of its devices beyond the CPU. Everything on the CPU when -ngl is 0.
 struct DeviceChoice {

@@ -21,11 +21,15 @@ namespace {
 
 bool is(const Tensor* t, DType d) { return t && t->type == d; }
 bool has_dot(const Tensor* w) { return w && quant::supported(w->type) && quant::traits(w->type).vec_dot; }
+// KV pages the attention kernels read (Graph::attention checks that the heads fit the blocks).
+bool kv_page_type(const Tensor* t) {
+    return t && (t->type == DType::F16 || t->type == DType::BF16 || t->type == DType::Q8_0 || t->type == DType::Q4_0);
+}
 
 }  // namespace
 
 // What the kernels handle: activations in F32, ids and positions in I32, KV pages in F16,
-// weights of every type with a dequantizer (row lookups) or a dot product (products).
+// BF16, Q8_0 or Q4_0, weights of every type with a dequantizer (row lookups) or a dot product (products).
 bool CpuBackend::supports(const Node& n) const {
     const auto& s = n.src;
     switch (n.op) {
@@ -40,7 +44,7 @@ bool CpuBackend::supports(const Node& n) const {
                    (n.p<RopeParams>().type == RopeType::NORMAL || n.p<RopeParams>().type == RopeType::NEOX);
         case Op::ATTENTION:
             return is(s[AttnArg::Q], DType::F32) && is(s[AttnArg::K], DType::F32) && is(s[AttnArg::V], DType::F32) &&
-                   is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16);
+                   kv_page_type(s[AttnArg::K_CACHE]) && kv_page_type(s[AttnArg::V_CACHE]);
         case Op::SWIGLU: case Op::GEGLU: return is(s[0], DType::F32) && is(s[1], DType::F32);
         case Op::MOE_TOPK: return is(s[0], DType::F32);
         case Op::MOE_WEIGHTS: return is(s[0], DType::F32) && is(s[1], DType::I32);

@@ -1,5 +1,5 @@
-// ATTENTION: writes this batch's K and V into the layer's F16 pages (the cells the runtime
-// chose), then for every query token and head computes softmax(scale * q.k) over the
+// ATTENTION: writes this batch's K and V into the layer's pages (the cells the runtime
+// chose; F16, BF16, or quantized a row at a time into Q8_0 / Q4_0 blocks), then for every query token and head computes softmax(scale * q.k) over the
 // cached positions it may see (causal, optionally a sliding window) and the weighted sum
 // of V. Tokens of several sequences may share a batch: each attends only to its own
 // sequence's pages, found through the page table operand.
@@ -14,6 +14,7 @@
 #include "backend/cpu/simd/vecmath.h"
 #include "core/error.h"
 #include "core/f16.h"
+#include "quant/quant.h"
 
 namespace glia::cpu {
 
@@ -34,12 +35,41 @@ struct SeqInfo { int seq; int64_t tok0, n_tok; size_t row0; int64_t tile0; };
 // allocation per step); the workers read the calling thread's through references.
 struct AttnPlan {
     std::vector<SeqInfo> seqs;
-    std::vector<const uint16_t*> krows, vrows;
+    std::vector<const uint8_t*> krows, vrows;
     std::vector<int64_t> toks;
     std::vector<int> seq_of_tile;
 };
 
-// Stores this batch's K and V rows (converted to f16, in parallel) into their cells.
+simd::KvType kv_type(DType t) {
+    switch (t) {
+        case DType::BF16: return simd::KvType::BF16;
+        case DType::Q8_0: return simd::KvType::Q8_0;
+        case DType::Q4_0: return simd::KvType::Q4_0;
+        default: return simd::KvType::F16;
+    }
+}
+
+// One token's heads [hd, n_kv] (rows of `src`, head h at src.row(h, t)) written as a cache
+// row of type `type`: F16 head by head; the other types gathered into one f32 row and
+// converted as the reference's CPU backend converts f32 into them at run time (Q8_0 and
+// Q4_0 blocks may then span heads of 8 or 16 values).
+void store_row(const Tensor& src, int64_t t, DType type, uint8_t* dst, const simd::VecMath& vm,
+               std::vector<float>& tmp) {
+    const int64_t hd = src.ne[0], n_kv = src.ne[1];
+    if (type == DType::F16) {
+        for (int64_t h = 0; h < n_kv; ++h)
+            vm.to_f16(reinterpret_cast<const float*>(src.row(h, t)), reinterpret_cast<uint16_t*>(dst) + h * hd, hd);
+        return;
+    }
+    tmp.resize(static_cast<size_t>(hd * n_kv));
+    for (int64_t h = 0; h < n_kv; ++h) {
+        const float* r = reinterpret_cast<const float*>(src.row(h, t));
+        std::copy(r, r + hd, tmp.data() + h * hd);
+    }
+    quant::quantize_act_row(type, tmp.data(), dst, hd * n_kv);
+}
+
+// Stores this batch's K and V rows (converted, in parallel) into their cells.
 void store_kv(const Node& n, ThreadPool& pool) {
     const Tensor& k = *n.src[AttnArg::K];
     const Tensor& v = *n.src[AttnArg::V];
@@ -49,13 +79,10 @@ void store_kv(const Node& n, ThreadPool& pool) {
     const int64_t T = k.ne[2], n_kv = k.ne[1], hd = k.ne[0], hd_v = v.ne[0];
     const simd::VecMath& vm = simd::vec_math();
     for_rows(pool, T, n_kv * (hd + hd_v), [&](int64_t t0, int64_t t1) {
+        thread_local std::vector<float> tmp;
         for (int64_t t = t0; t < t1; ++t) {
-            uint16_t* kr = reinterpret_cast<uint16_t*>(kc.row(cells[t]));
-            uint16_t* vr = reinterpret_cast<uint16_t*>(vc.row(cells[t]));
-            for (int64_t h = 0; h < n_kv; ++h) {
-                vm.to_f16(reinterpret_cast<const float*>(k.row(h, t)), kr + h * hd, hd);
-                vm.to_f16(reinterpret_cast<const float*>(v.row(h, t)), vr + h * hd_v, hd_v);
-            }
+            store_row(k, t, kc.type, static_cast<uint8_t*>(kc.row(cells[t])), vm, tmp);
+            store_row(v, t, vc.type, static_cast<uint8_t*>(vc.row(cells[t])), vm, tmp);
         }
     });
 }
@@ -91,8 +118,8 @@ void plan_batch(const Node& n, AttnPlan& pl) {
         const int32_t* table = reinterpret_cast<const int32_t*>(pages.row(s));
         for (int c = 0; c <= max_pos; ++c) {
             const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
-            pl.krows.push_back(reinterpret_cast<const uint16_t*>(kc.row(cell)));
-            pl.vrows.push_back(reinterpret_cast<const uint16_t*>(vc.row(cell)));
+            pl.krows.push_back(static_cast<const uint8_t*>(kc.row(cell)));
+            pl.vrows.push_back(static_cast<const uint8_t*>(vc.row(cell)));
         }
         const int64_t n_tiles = (si.n_tok + kTileTokens - 1) / kTileTokens;
         for (int64_t i = 0; i < n_tiles; ++i) pl.seq_of_tile.push_back(static_cast<int>(pl.seqs.size()));
@@ -118,8 +145,10 @@ void op_attention(const Node& n, ThreadPool& pool) {
     AttnPlan& pl = plan_tl;
     plan_batch(n, pl);
     const std::vector<SeqInfo>& seqs = pl.seqs;
-    const std::vector<const uint16_t*>& krows = pl.krows;
-    const std::vector<const uint16_t*>& vrows = pl.vrows;
+    const std::vector<const uint8_t*>& krows = pl.krows;
+    const std::vector<const uint8_t*>& vrows = pl.vrows;
+    const simd::KvType k_type = kv_type(n.src[AttnArg::K_CACHE]->type);
+    const simd::KvType v_type = kv_type(n.src[AttnArg::V_CACHE]->type);
     const std::vector<int64_t>& toks = pl.toks;
     const std::vector<int>& seq_of_tile = pl.seq_of_tile;
     const simd::AttnKernels& kern = simd::attn_kernels();
@@ -145,8 +174,8 @@ void op_attention(const Node& n, ThreadPool& pool) {
                 const int64_t kv0 = part * n_kv / kv_split, kv1 = (part + 1) * n_kv / kv_split;
                 const SeqInfo& si = seqs[seq_of_tile[gtile]];
                 const int64_t* toks_s = toks.data() + si.tok0;  // this sequence's tokens
-                const uint16_t* const* krows_s = krows.data() + si.row0;
-                const uint16_t* const* vrows_s = vrows.data() + si.row0;
+                const uint8_t* const* krows_s = krows.data() + si.row0;
+                const uint8_t* const* vrows_s = vrows.data() + si.row0;
                 const int64_t i0 = (gtile - si.tile0) * kTileTokens;
                 const int64_t nt = std::min<int64_t>(kTileTokens, si.n_tok - i0);
                 const int nq = static_cast<int>(nt * group);
@@ -190,6 +219,8 @@ void op_attention(const Node& n, ThreadPool& pool) {
                     at.v = vrows_s + c_lo;
                     at.k_off = (kv0 + h) * hd;
                     at.v_off = (kv0 + h) * hd_v;
+                    at.k_type = k_type;
+                    at.v_type = v_type;
                     at.n = nc;
                     at.lo = lo_hi.data();
                     at.hi = lo_hi.data() + nq;

@@ -1,4 +1,5 @@
-// Attention kernels: the scalar reference and the AVX-512 level (see attention.h).
+// Attention kernels: the scalar reference and the AVX-512 level (see attention.h); cache
+// rows are widened by kv_rows.h.
 #include "backend/cpu/simd/attention.h"
 
 #include <algorithm>
@@ -19,14 +20,16 @@ namespace {
 
 // ---------------------------------------------------------------- scalar
 
-void scores_scalar(int hd, int nq, const float* q, const uint16_t* const* k, size_t off, int n, float* s,
+void scores_scalar(int hd, int nq, const float* q, const uint8_t* const* k, KvType kt, size_t off, int n, float* s,
                    size_t s_stride) {
+    thread_local std::vector<float> kr;
+    kr.resize(static_cast<size_t>(hd));
     for (int c = 0; c < n; ++c) {
-        const uint16_t* kr = k[c] + off;
+        kv_widen_scalar(kt, k[c], off, hd, kr.data());
         for (int j = 0; j < nq; ++j) {
             const float* qj = q + static_cast<size_t>(j) * hd;
             float d = 0.0f;
-            for (int i = 0; i < hd; ++i) d += qj[i] * f16_to_f32(kr[i]);
+            for (int i = 0; i < hd; ++i) d += qj[i] * kr[i];
             s[j * s_stride + c] = d;
         }
     }
@@ -50,15 +53,17 @@ void softmax_scalar(float* s, int n, float scale, float cap) {
     for (int c = 0; c < n; ++c) s[c] = round_f16(s[c] * inv);
 }
 
-void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const uint16_t* const* v, size_t off,
-                         int n, float* acc) {
+void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const uint8_t* const* v, KvType vt,
+                         size_t off, int n, float* acc) {
+    thread_local std::vector<float> vr;
+    vr.resize(static_cast<size_t>(hd));
     for (int c = 0; c < n; ++c) {
-        const uint16_t* vr = v[c] + off;
+        kv_widen_scalar(vt, v[c], off, hd, vr.data());
         for (int j = 0; j < nq; ++j) {
             const float pc = p[j * p_stride + c];
             if (pc == 0.0f) continue;
             float* a = acc + static_cast<size_t>(j) * hd;
-            for (int i = 0; i < hd; ++i) a[i] += pc * f16_to_f32(vr[i]);
+            for (int i = 0; i < hd; ++i) a[i] += pc * vr[i];
         }
     }
 }
@@ -68,10 +73,10 @@ void tile_scalar(const AttnTile& t) {
     for (int j = 0; j < t.nq; ++j) {
         const float* qj = t.q + static_cast<size_t>(j) * t.hd;
         const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
-        scores_scalar(t.hd, 1, qj, t.k + lo, t.k_off, n, s.data(), n);
+        scores_scalar(t.hd, 1, qj, t.k + lo, t.k_type, t.k_off, n, s.data(), n);
         softmax_scalar(s.data(), n, t.scale, t.softcap);
         std::fill(acc.begin(), acc.end(), 0.0f);
-        weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_off, n, acc.data());
+        weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_type, t.v_off, n, acc.data());
         std::copy(acc.begin(), acc.end(), t.out + j * t.out_stride);
     }
 }
@@ -79,16 +84,14 @@ void tile_scalar(const AttnTile& t) {
 // ---------------------------------------------------------------- AVX-512
 
 #ifdef GLIA_SIMD_X86
-GLIA_TARGET_AVX512 inline __m512 load_f16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 using avx512::exp_ps;
 // Cache rows are scattered (paged, and 2 KiB or more apart within a page), which the
 // hardware prefetcher does not follow: fetch the rows a few cells ahead by hand.
 constexpr int kAhead = 6;
-inline void prefetch_row(const uint16_t* r, int n_values) {
-    for (int i = 0; i < n_values; i += 32) __builtin_prefetch(r + i, 0, 3);
+inline void prefetch_head(const uint8_t* r, KvType t, size_t off, int n_values) {
+    const size_t last = t == KvType::Q8_0 ? kQ8_0Bytes : t == KvType::Q4_0 ? kQ4_0Bytes : 2;
+    const size_t b0 = kv_offset_bytes(t, off), b1 = kv_offset_bytes(t, off + n_values - 1) + last;
+    for (size_t b = b0; b < b1; b += 64) __builtin_prefetch(r + b, 0, 3);
 }
 
 // The tile kernel keeps 16 queries in the lanes of a vector: scores come out as one
@@ -97,11 +100,10 @@ inline void prefetch_row(const uint16_t* r, int n_values) {
 // Keys and values are widened to f32 a chunk of cells at a time, once for all queries.
 constexpr int kChunk = 128;
 
-GLIA_TARGET_AVX512 void widen_rows(const uint16_t* const* rows, size_t off, int n, int hd, float* dst) {
+GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t off, int n, int hd, float* dst) {
     for (int c = 0; c < n; ++c) {
-        if (c + kAhead < n) prefetch_row(rows[c + kAhead] + off, hd);
-        const uint16_t* r = rows[c] + off;
-        for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(dst + static_cast<size_t>(c) * hd + i, load_f16(r + i));
+        if (c + kAhead < n) prefetch_head(rows[c + kAhead], t, off, hd);
+        kv_widen_avx512(t, rows[c], off, hd, dst + static_cast<size_t>(c) * hd);
     }
 }
 
@@ -121,7 +123,7 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     // Scores, cell-major per group: sc[g][c][lane].
     for (int c0 = 0; c0 < t.n; c0 += kChunk) {
         const int m = std::min(kChunk, t.n - c0);
-        widen_rows(t.k + c0, t.k_off, m, t.hd, kv.data());
+        widen_rows(t.k + c0, t.k_type, t.k_off, m, t.hd, kv.data());
         for (int g = 0; g < n_groups; ++g) {
             const float* q = &qt[static_cast<size_t>(g) * t.hd * 16];
             float* s = &sc[(static_cast<size_t>(g) * t.n + c0) * 16];
@@ -184,7 +186,7 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     // Weighted sum: 4 queries x 64 output values in registers, cells streamed.
     for (int c0 = 0; c0 < t.n; c0 += kChunk) {
         const int m = std::min(kChunk, t.n - c0);
-        widen_rows(t.v + c0, t.v_off, m, t.hd_v, kv.data());
+        widen_rows(t.v + c0, t.v_type, t.v_off, m, t.hd_v, kv.data());
         for (int j0 = 0; j0 < t.nq; j0 += 4) {
             const int nj = std::min(4, t.nq - j0);
             const float* s = &sc[(static_cast<size_t>(j0 / 16) * t.n + c0) * 16 + j0 % 16];

@@ -1,10 +1,11 @@
 // Attention kernels for the CPU backend, chosen at run time like the matmul kernels.
 // The KV cache is paged, so key and value rows are passed as one pointer per cache cell
-// (rows of F16 values; `off` selects a head inside a row).
+// (rows of F16, BF16, Q8_0 or Q4_0 values, kv_rows.h; `off` selects a head inside a row).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/simd/kv_rows.h"
 #include "backend/cpu/simd/simd.h"
 
 namespace glia::cpu::simd {
@@ -15,9 +16,10 @@ struct AttnTile {
     int hd = 0, hd_v = 0;         // key and value head sizes
     int nq = 0;                   // queries, rows q + j * hd (f32 holding f16-rounded values)
     const float* q = nullptr;
-    const uint16_t* const* k = nullptr;  // k[c] + k_off: key row of cell c, c < n
-    const uint16_t* const* v = nullptr;  // v[c] + v_off: value row of cell c
+    const uint8_t* const* k = nullptr;  // k[c]: key row of cell c, c < n; the head at value k_off
+    const uint8_t* const* v = nullptr;  // v[c]: value row of cell c; the head at value v_off
     size_t k_off = 0, v_off = 0;
+    KvType k_type = KvType::F16, v_type = KvType::F16;
     int n = 0;                    // cells
     const int* lo = nullptr;      // query j sees cells [lo[j], hi[j]) (at least one)
     const int* hi = nullptr;
@@ -29,7 +31,8 @@ struct AttnTile {
 struct AttnKernels {
     // Each query of the tile: q.k over the head dimension (one FMA chain), scaled (and
     // soft-capped), softmax down its cells, probabilities rounded to f16, the weighted sum
-    // of V in cell order.
+    // of V in cell order. Quantized rows are widened to f32 as they are read (exactly:
+    // value times scale), so a query's bits depend on the cache's values only.
     void (*tile)(const AttnTile& t);
 };
 
