@@ -10,22 +10,8 @@
 namespace glia::server::anthropic {
 namespace {
 
-const char* kind(const json& v) {
-    switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return "a number";
-    }
-}
-
 [[noreturn]] void bad(const std::string& field, const std::string& what) {
     throw_api(400, "'" + field + "' " + what, field, "invalid_value");
-}
-[[noreturn]] void wrong_type(const std::string& field, const char* want, const json& got) {
-    throw_api(400, "'" + field + "' must be " + std::string(want) + ", got " + kind(got), field, "invalid_type");
 }
 
 const json* field(const json& o, const char* name) {

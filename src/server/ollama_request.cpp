@@ -9,18 +9,6 @@
 namespace glia::server {
 namespace {
 
-const char* kind(const json& v) {
-    if (v.is_string()) return "a string";
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_number()) return "a number";
-    if (v.is_array()) return "an array";
-    if (v.is_object()) return "an object";
-    return "null";
-}
-
-[[noreturn]] void wrong(const std::string& field, const char* want, const json& got) {
-    throw_api(400, "'" + field + "' must be " + want + ", got " + kind(got), field, "invalid_type");
-}
 
 const json* present(const json& o, const char* key) {
     auto it = o.find(key);
@@ -30,14 +18,14 @@ const json* present(const json& o, const char* key) {
 std::string text_field(const json& o, const char* key, const std::string& where) {
     const json* v = present(o, key);
     if (!v) return "";
-    if (!v->is_string()) wrong(where, "a string", *v);
+    if (!v->is_string()) wrong_type(where, "a string", *v);
     return v->get<std::string>();
 }
 
 void check_model(const json& req) {
     const json* m = present(req, "model");
     if (!m) throw_api(400, "'model' is required", "model", "missing_field");
-    if (!m->is_string()) wrong("model", "a string", *m);
+    if (!m->is_string()) wrong_type("model", "a string", *m);
 }
 
 // Sampling options: ollama's name -> the OpenAI field, for those with one.
@@ -58,17 +46,17 @@ constexpr OptionMap kOptions[] = {
 void apply_options(const json& req, json& body) {
     const json* opt = present(req, "options");
     if (!opt) return;
-    if (!opt->is_object()) wrong("options", "an object", *opt);
+    if (!opt->is_object()) wrong_type("options", "an object", *opt);
     for (const OptionMap& m : kOptions) {
         const json* v = present(*opt, m.ollama);
         if (!v) continue;
         const std::string f = std::string("options.") + m.ollama;
-        if (!v->is_number()) wrong(f, m.integer ? "an integer" : "a number", *v);
-        if (m.integer && !v->is_number_integer()) wrong(f, "an integer", *v);
+        if (!v->is_number()) wrong_type(f, m.integer ? "an integer" : "a number", *v);
+        if (m.integer && !v->is_number_integer()) wrong_type(f, "an integer", *v);
         body[m.openai] = *v;
     }
     if (const json* n = present(*opt, "num_predict")) {
-        if (!n->is_number_integer()) wrong("options.num_predict", "an integer", *n);
+        if (!n->is_number_integer()) wrong_type("options.num_predict", "an integer", *n);
         const int64_t v = n->get<int64_t>();
         // -1: until the end of generation; -2: until the context is full (both: no limit
         // here beyond the server's own).
@@ -81,18 +69,18 @@ void apply_options(const json& req, json& body) {
         if (s->is_string()) {
             body["stop"] = json::array({*s});
         } else {
-            if (!s->is_array()) wrong("options.stop", "an array of strings", *s);
+            if (!s->is_array()) wrong_type("options.stop", "an array of strings", *s);
             for (size_t i = 0; i < s->size(); ++i)
-                if (!(*s)[i].is_string()) wrong("options.stop[" + std::to_string(i) + "]", "a string", (*s)[i]);
+                if (!(*s)[i].is_string()) wrong_type("options.stop[" + std::to_string(i) + "]", "a string", (*s)[i]);
             body["stop"] = *s;
         }
     }
     for (const char* k : {"num_ctx", "num_batch", "num_gpu", "main_gpu", "num_thread", "num_keep", "repeat_last_n",
                           "typical_p", "tfs_z", "mirostat", "mirostat_tau", "mirostat_eta"})
-        if (const json* v = present(*opt, k); v && !v->is_number()) wrong(std::string("options.") + k, "a number", *v);
+        if (const json* v = present(*opt, k); v && !v->is_number()) wrong_type(std::string("options.") + k, "a number", *v);
     for (const char* k : {"numa", "low_vram", "f16_kv", "vocab_only", "use_mmap", "use_mlock", "logits_all",
                           "embedding_only", "penalize_newline"})
-        if (const json* v = present(*opt, k); v && !v->is_boolean()) wrong(std::string("options.") + k, "a boolean", *v);
+        if (const json* v = present(*opt, k); v && !v->is_boolean()) wrong_type(std::string("options.") + k, "a boolean", *v);
 }
 
 // format: "json" (any JSON object), a JSON schema (an object), or "" / absent (text).
@@ -108,7 +96,7 @@ void apply_format(const json& req, json& body) {
         body["response_format"] = {{"type", "json_object"}};
         return;
     }
-    if (!f->is_object()) wrong("format", "\"json\" or a JSON schema (an object)", *f);
+    if (!f->is_object()) wrong_type("format", "\"json\" or a JSON schema (an object)", *f);
     body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", *f}}}};
 }
 
@@ -120,23 +108,23 @@ json common_body(const json& req) {
     body["model"] = ollama_model_name(req["model"].get<std::string>());
     bool stream = true;
     if (const json* s = present(req, "stream")) {
-        if (!s->is_boolean()) wrong("stream", "a boolean", *s);
+        if (!s->is_boolean()) wrong_type("stream", "a boolean", *s);
         stream = s->get<bool>();
     }
     body["stream"] = stream;
     if (stream) body["stream_options"] = {{"include_usage", true}};
     if (const json* k = present(req, "keep_alive"); k && !k->is_string() && !k->is_number())
-        wrong("keep_alive", "a duration (a string such as \"5m\", or seconds)", *k);
+        wrong_type("keep_alive", "a duration (a string such as \"5m\", or seconds)", *k);
     if (const json* t = present(req, "think")) {
-        if (!t->is_boolean() && !t->is_string()) wrong("think", "a boolean or \"low\", \"medium\", \"high\"", *t);
+        if (!t->is_boolean() && !t->is_string()) wrong_type("think", "a boolean or \"low\", \"medium\", \"high\"", *t);
         body["chat_template_kwargs"] = {{"enable_thinking", t->is_boolean() ? t->get<bool>() : true}};
     }
     if (const json* l = present(req, "logprobs")) {
-        if (!l->is_boolean()) wrong("logprobs", "a boolean", *l);
+        if (!l->is_boolean()) wrong_type("logprobs", "a boolean", *l);
         body["logprobs"] = *l;
     }
     if (const json* t = present(req, "top_logprobs")) {
-        if (!t->is_number_integer()) wrong("top_logprobs", "an integer", *t);
+        if (!t->is_number_integer()) wrong_type("top_logprobs", "an integer", *t);
         body["top_logprobs"] = *t;
     }
     apply_format(req, body);
@@ -153,26 +141,26 @@ void refuse_images(const json& o, const std::string& where) {
 // (the OpenAI parser keeps them so), tool_name kept for the template.
 json chat_message(const json& m, size_t i) {
     const std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) wrong(p, "an object", m);
+    if (!m.is_object()) wrong_type(p, "an object", m);
     const json* role = present(m, "role");
     if (!role) throw_api(400, "'" + p + ".role' is required", p + ".role", "missing_field");
-    if (!role->is_string()) wrong(p + ".role", "a string", *role);
+    if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
     refuse_images(m, p + ".images");
     json out = json::object();
     out["role"] = *role;
     out["content"] = text_field(m, "content", p + ".content");
     if (const json* tc = present(m, "tool_calls")) {
-        if (!tc->is_array()) wrong(p + ".tool_calls", "an array", *tc);
+        if (!tc->is_array()) wrong_type(p + ".tool_calls", "an array", *tc);
         json calls = json::array();
         for (size_t k = 0; k < tc->size(); ++k) {
             const std::string q = p + ".tool_calls[" + std::to_string(k) + "]";
             const json& c = (*tc)[k];
-            if (!c.is_object()) wrong(q, "an object", c);
+            if (!c.is_object()) wrong_type(q, "an object", c);
             const json* fn = present(c, "function");
             if (!fn || !fn->is_object()) throw_api(400, "'" + q + ".function' is required", q + ".function", "missing_field");
             json call = {{"id", "call_" + std::to_string(i) + "_" + std::to_string(k)}, {"type", "function"}, {"function", *fn}};
             if (const json* a = present(*fn, "arguments"); a && !a->is_object() && !a->is_string())
-                wrong(q + ".function.arguments", "an object", *a);
+                wrong_type(q + ".function.arguments", "an object", *a);
             calls.push_back(std::move(call));
         }
         if (!calls.empty()) out["tool_calls"] = std::move(calls);
@@ -206,12 +194,12 @@ json ollama_chat_body(const json& req) {
     json body = common_body(req);
     json messages = json::array();  // none: the request only loads the model (ollama_load_only)
     if (const json* ms = present(req, "messages")) {
-        if (!ms->is_array()) wrong("messages", "an array", *ms);
+        if (!ms->is_array()) wrong_type("messages", "an array", *ms);
         for (size_t i = 0; i < ms->size(); ++i) messages.push_back(chat_message((*ms)[i], i));
     }
     body["messages"] = std::move(messages);
     if (const json* t = present(req, "tools")) {
-        if (!t->is_array()) wrong("tools", "an array", *t);
+        if (!t->is_array()) wrong_type("tools", "an array", *t);
         if (!t->empty()) body["tools"] = *t;
     }
     return body;
@@ -229,12 +217,12 @@ json ollama_generate_body(const json& req, Endpoint& ep) {
         throw_api(400, "'context' is not supported: send the conversation to /api/chat instead", "context", "invalid_value");
     bool raw = false;
     if (const json* r = present(req, "raw")) {
-        if (!r->is_boolean()) wrong("raw", "a boolean", *r);
+        if (!r->is_boolean()) wrong_type("raw", "a boolean", *r);
         raw = r->get<bool>();
     }
     if (const json* s = present(req, "suffix")) {
         // Fill in the middle: the prompt is the text before the gap (infill.h).
-        if (!s->is_string()) wrong("suffix", "a string", *s);
+        if (!s->is_string()) wrong_type("suffix", "a string", *s);
         ep = Endpoint::COMPLETION;
         body["prompt"] = prompt;
         body["suffix"] = *s;

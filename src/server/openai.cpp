@@ -37,9 +37,7 @@ json error_json(const ApiError& e) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-namespace {
-
-const char* type_name(const json& v) {
+const char* json_kind(const json& v) {
     switch (v.type()) {
     case json::value_t::null: return "null";
     case json::value_t::boolean: return "a boolean";
@@ -53,8 +51,10 @@ const char* type_name(const json& v) {
 }
 
 [[noreturn]] void wrong_type(const std::string& field, const char* want, const json& got) {
-    throw_api(400, "'" + field + "' must be " + want + ", got " + type_name(got), field, "invalid_type");
+    throw_api(400, "'" + field + "' must be " + want + ", got " + json_kind(got), field, "invalid_type");
 }
+
+namespace {
 
 // The field if present and not null.
 const json* field(const json& body, const char* name) {
@@ -348,7 +348,7 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
     } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
         throw_api(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
     }
-    if (!body.is_object()) throw_api(400, std::string("the request body must be a JSON object, got ") + type_name(body), "", "invalid_json");
+    if (!body.is_object()) throw_api(400, std::string("the request body must be a JSON object, got ") + json_kind(body), "", "invalid_json");
 
     Job job;
     job.endpoint = endpoint;

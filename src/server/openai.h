@@ -32,6 +32,10 @@ struct ApiError {
 json error_json(const ApiError& e);
 // Dumps without throwing on invalid UTF-8 (replaced by U+FFFD).
 std::string dump(const json& j);
+// "a string", "an object", ...: what a JSON value is, for error messages.
+const char* json_kind(const json& v);
+// A 400 naming the field: "'field' must be WANT, got KIND" (code invalid_type).
+[[noreturn]] void wrong_type(const std::string& field, const char* want, const json& got);
 
 enum class Endpoint { CHAT, COMPLETION };
 
