@@ -74,7 +74,9 @@ Tensor* Graph::alias(Tensor* t, Tensor v, size_t offset) {
     v.role = t->role;
     v.device = t->device;
     if (t->data) v.data = static_cast<uint8_t*>(t->data) + offset;
-    return make_tensor(std::move(v));
+    Tensor* out = make_tensor(std::move(v));
+    if (out_rows_.count(t)) out_rows_.insert(out);
+    return out;
 }
 
 Tensor* Graph::reshape(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
@@ -98,8 +100,34 @@ Tensor* Graph::view(Tensor* t, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1
 
 Tensor* Graph::add_node(Node n) {
     n.layer = layer_;
+    if (!out_rows_.empty())
+        for (Tensor* s : n.src)
+            if (s && out_rows_.count(s)) {
+                out_rows_.insert(n.out);
+                break;
+            }
     nodes_.push_back(n);
     return n.out;
+}
+
+Tensor* Graph::mark_output_rows(Tensor* t) {
+    out_rows_.insert(t);
+    return t;
+}
+
+Tensor* Graph::add_low_rank(Tensor* y, Tensor* x, const std::vector<LowRank>& deltas) {
+    const bool out_rows = out_rows_.count(x) > 0;
+    for (size_t i = 0; i < deltas.size(); ++i) {
+        const LowRank& d = deltas[i];
+        Tensor* s = out_rows ? d.out_scales : d.token_scales;
+        if (!s || s->ne[0] != 1 || s->ne[1] != x->n_rows())
+            fail("LoRA: ", x->n_rows(), " rows into '", d.a->name, "' but ", s ? s->ne[1] : 0, " row scales");
+        Tensor* t = matmul(d.a, x);  // [r, rows]; A is not in the map, so this adds nothing
+        t = mul_bcast(t, s);
+        if (d.factor != 1.0f) t = scale(t, d.factor);
+        y = add(y, matmul(d.b, t));
+    }
+    return y;
 }
 
 Tensor* Graph::name(Tensor* t, const std::string& base, int layer) {
@@ -170,7 +198,10 @@ Tensor* Graph::matmul(Tensor* w, Tensor* x) {
     n.src[MatmulArg::W] = w;
     n.src[MatmulArg::X] = x;
     n.out = out_tensor(DType::F32, w->ne[1], x->n_rows());
-    return add_node(n);
+    Tensor* y = add_node(n);
+    if (low_rank_)
+        if (auto it = low_rank_->find(w); it != low_rank_->end()) return add_low_rank(y, x, it->second);
+    return y;
 }
 
 Tensor* Graph::rope(Tensor* x, Tensor* pos, const RopeParams& p) {

@@ -11,6 +11,8 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -140,6 +142,21 @@ struct Node {
     }
 };
 
+// Low-rank additions to weights (LoRA adapters, model/lora.h). While a map is set
+// (Graph::set_low_rank), matmul(W, x) of a W listed in it adds, for each entry in order,
+//   y += B (factor * (s * (A x)))
+// with s the entry's per-row scale [1, rows]: `token_scales` for rows of the step's tokens,
+// `out_scales` for rows kept for output (Graph::mark_output_rows). A row whose scale is 0
+// gets an exact 0 added, so rows with and without an adapter share a batch.
+struct LowRank {
+    Tensor* a = nullptr;      // [K, r]
+    Tensor* b = nullptr;      // [r, N]
+    float factor = 1.0f;      // alpha / r (1: no scale op)
+    Tensor* token_scales = nullptr;  // F32 [1, n_tokens]
+    Tensor* out_scales = nullptr;    // F32 [1, n_out]
+};
+using LowRankMap = std::unordered_map<const Tensor*, std::vector<LowRank>>;
+
 class Graph {
 public:
     Graph() = default;
@@ -206,6 +223,13 @@ public:
     Tensor* all_reduce(Tensor* x, Communicator* comm);
     Tensor* all_gather(Tensor* x, Communicator* comm);
 
+    // LoRA: the weights whose products get low-rank additions (see LowRank); nullptr: none.
+    // The map outlives the graph's building.
+    void set_low_rank(const LowRankMap* m) { low_rank_ = m; }
+    // Marks t as holding only the rows whose outputs are wanted (model/blocks.h
+    // keep_output_rows); what is computed from it, views included, is marked too.
+    Tensor* mark_output_rows(Tensor* t);
+
     // Name the last output (for debug dumps): "attn_norm", layer 0 -> "attn_norm-0".
     Tensor* name(Tensor* t, const std::string& base, int layer = -1);
 
@@ -220,11 +244,14 @@ private:
     Tensor* out_tensor(DType type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
     Node glu_node(Op op, Tensor* gate, Tensor* up);
     Tensor* alias(Tensor* t, Tensor v, size_t offset);
+    Tensor* add_low_rank(Tensor* y, Tensor* x, const std::vector<LowRank>& deltas);
     std::deque<Tensor> tensors_;
     std::vector<std::unique_ptr<uint8_t[]>> buffers_;
     std::vector<Node> nodes_;
     Tensor* output_ = nullptr;
     int layer_ = -1;
+    const LowRankMap* low_rank_ = nullptr;
+    std::unordered_set<const Tensor*> out_rows_;  // tensors of output rows only
 };
 
 }  // namespace glia

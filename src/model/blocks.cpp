@@ -232,12 +232,12 @@ Tensor* keep_output_rows(Graph& g, const ModelProfile& p, Tensor* t, const Forwa
     if (in.out_ids) {
         Tensor* r = g.get_rows(t, in.out_ids);
         r->name = t->name;
-        return r;
+        return g.mark_output_rows(r);
     }
     if (in.all_logits || T == 1) return t;
     Tensor* v = g.view(t, t->ne[0], 1, 1, t->nb[1], t->nb[1], (T - 1) * t->nb[1]);
     v->name = t->name;
-    return v;
+    return g.mark_output_rows(v);
 }
 
 Tensor* output_head(Graph& g, const ModelProfile& p, Tensor* x, Tensor* norm, Tensor* output,

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -55,6 +57,7 @@ struct Sequence {
     std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
     std::unique_ptr<NgramDraft> ngram;  // speculative decoding (EngineOptions::spec_draft_max)
     std::vector<int32_t> drafts;        // this step's drafted tokens, after `next`
+    uint32_t cache_ns = 0;              // prefix-cache namespace of its LoRA scales
 };
 
 }  // namespace
@@ -141,6 +144,7 @@ struct Engine::Impl {
         ro.devices = opt.devices;
         ro.cpu_ops = opt.cpu_ops;
         ro.tp = opt.tp;
+        ro.lora = opt.lora;
         runner = std::make_unique<Runner>(m, ro);
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();
@@ -256,7 +260,8 @@ struct Engine::Impl {
             // logits give the next token, and a shared page is never written).
             const int n_prompt = static_cast<int>(s.req.prompt.size());
             const bool cache = opt.prefix_cache && s.req.prefix_cache && s.req.embed == Pooling::NONE;
-            const int shared = cache ? pages.share_prefix(slot, s.history.data(), s.n_target - 1, recurrent) : 0;
+            const int shared =
+                cache ? pages.share_prefix(slot, s.history.data(), s.n_target - 1, recurrent, s.cache_ns) : 0;
             const int spare = running.empty() ? 0 : pages.block_size();
             if (!pages.can_reserve(slot, s.n_target + spare) || !pages.reserve(slot, s.n_target)) {
                 pages.release(slot);  // wait for pages to free up
@@ -457,6 +462,7 @@ struct Engine::Impl {
         in.n_tokens = static_cast<int>(tokens.size());
         in.out_ids = out_ids.data();
         in.n_out = static_cast<int>(out_ids.size());
+        in.lora_scales = lora_rows(seq);
         // Only ids are needed when every output is a plain greedy pick.
         bool ids_only = opt.greedy_ids;
         for (const Sequence* s : out_seq)
@@ -635,6 +641,7 @@ struct Engine::Impl {
         in.n_tokens = static_cast<int>(tokens.size());
         in.out_ids = out_ids.data();
         in.n_out = static_cast<int>(out_ids.size());
+        in.lora_scales = lora_rows(seq);
         in.hidden = true;
         const float* h = nullptr;
         try {
@@ -721,7 +728,8 @@ struct Engine::Impl {
             if (!s.req.prefix_cache || s.req.embed != Pooling::NONE) continue;
             const bool boundary = s.n_written % bs == 0 && s.n_written > 0;
             if (recurrent && boundary) runner->save_slot_state(s.slot, state_buf);
-            pages.publish(s.slot, s.history.data(), s.n_written, recurrent && boundary ? &state_buf : nullptr);
+            pages.publish(s.slot, s.history.data(), s.n_written, recurrent && boundary ? &state_buf : nullptr,
+                          s.cache_ns);
         }
     }
 
@@ -769,6 +777,41 @@ struct Engine::Impl {
         ++st.requests_finished;
         s.cancelled = true;
         s.n_generated = -1;
+    }
+
+    // LoRA: each token's scales, from the sequence its slot runs (StepInputs::lora_scales).
+    std::vector<float> lora_buf;
+    const float* lora_rows(const std::vector<int32_t>& seq) {
+        const size_t n_ad = opt.lora.size();
+        if (n_ad == 0) return nullptr;
+        std::vector<const Sequence*> by_slot(static_cast<size_t>(opt.n_parallel), nullptr);
+        for (const auto& up : running)
+            if (up->slot >= 0) by_slot[static_cast<size_t>(up->slot)] = up.get();
+        lora_buf.assign(seq.size() * n_ad, 0.0f);
+        for (size_t t = 0; t < seq.size(); ++t)
+            if (const Sequence* s = by_slot[static_cast<size_t>(seq[t])])
+                std::copy(s->req.lora_scales.begin(), s->req.lora_scales.end(), lora_buf.begin() + t * n_ad);
+        return lora_buf.data();
+    }
+
+    // The prefix-cache namespace of a set of LoRA scales (their exact bits): 0 for every
+    // scale +0 (or no adapter); requests computed with other scales share no pages. Past
+    // kMaxNamespaces distinct sets, a new one gets none (its request skips the cache).
+    static constexpr size_t kMaxNamespaces = 4096;
+    std::map<std::vector<uint32_t>, uint32_t> namespaces;
+    std::optional<uint32_t> cache_namespace(const std::vector<float>& scales) {
+        std::vector<uint32_t> bits(scales.size());
+        bool zero = true;
+        for (size_t i = 0; i < scales.size(); ++i) {
+            std::memcpy(&bits[i], &scales[i], 4);
+            zero = zero && bits[i] == 0;
+        }
+        if (zero) return 0;
+        if (auto it = namespaces.find(bits); it != namespaces.end()) return it->second;
+        if (namespaces.size() >= kMaxNamespaces) return std::nullopt;
+        const uint32_t ns = static_cast<uint32_t>(namespaces.size()) + 1;
+        namespaces.emplace(std::move(bits), ns);
+        return ns;
     }
 
     static void fill_logprobs(const float* l, int V, int32_t tok, int top, TokenEvent& ev) {
@@ -835,6 +878,13 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
         for (const auto& [id, b] : req.logit_bias)
             if (id < 0 || id >= V) fail("logit_bias names token ", id, ", outside the vocabulary (", V, " tokens)");
         if (req.embed != Pooling::NONE) req.max_tokens = 0;
+        if (req.lora_scales.empty())
+            for (const LoraAdapter* ad : opt_.lora) req.lora_scales.push_back(ad->scale);
+        if (req.lora_scales.size() != opt_.lora.size())
+            fail("lora: ", req.lora_scales.size(), " scales given for ", opt_.lora.size(), " loaded adapter",
+                 opt_.lora.size() == 1 ? "" : "s");
+        for (float sc : req.lora_scales)
+            if (!std::isfinite(sc)) fail("lora: scale ", sc, " is not a finite number");
         const int need = static_cast<int>(req.prompt.size()) + req.max_tokens;
         if (need > impl_->runner->pages().n_cells())
             fail("the prompt (", req.prompt.size(), " tokens) plus max_tokens (", req.max_tokens, ") needs ", need,
@@ -871,6 +921,9 @@ std::vector<uint64_t> Engine::submit_batch(std::vector<std::pair<GenerationReque
                             " waiting, at most ", opt_.max_queue, "); retry later"));
     }
     for (auto& s : seqs) {
+        const std::optional<uint32_t> ns = impl_->cache_namespace(s->req.lora_scales);
+        if (ns) s->cache_ns = *ns;
+        else s->req.prefix_cache = false;
         s->id = impl_->next_id++;
         ids.push_back(s->id);
         ++impl_->st.requests_total;

@@ -38,6 +38,7 @@ class Grammar;
 
 class Model;
 class Backend;
+class LoraAdapter;
 
 struct EngineOptions {
     int n_ctx = 4096;          // KV-cache capacity in tokens, shared by all sequences
@@ -52,6 +53,10 @@ struct EngineOptions {
     std::vector<Backend*> devices;  // backends for placement.devices[1..]
     std::vector<Op> cpu_ops;              // ops forced to the CPU
     int tp = 1;                           // tensor-parallel ranks (RunnerOptions::tp)
+    // LoRA adapters (model/lora.h; owned by the caller, living longer than the engine).
+    // Every request gives each one a scale (GenerationRequest::lora_scales); requests with
+    // different scales share steps, each row computed with its request's own.
+    std::vector<const LoraAdapter*> lora;
     // Automatic prefix caching: KV pages of earlier and running sequences are shared by
     // token prefix (runtime/pages.h); a request computes only what is not cached. Models
     // with recurrent layers checkpoint their state at page boundaries for it.
@@ -98,6 +103,10 @@ struct GenerationRequest {
     Pooling embed = Pooling::NONE;
     // Added to these tokens' logits before sampling (OpenAI's logit_bias).
     std::vector<std::pair<int32_t, float>> logit_bias;
+    // The scale of each of the engine's LoRA adapters, in their order (0: not used);
+    // empty: every adapter at its own scale (LoraAdapter::scale, read at submit()).
+    // Requests with other scales never share prefix-cache pages.
+    std::vector<float> lora_scales;
 };
 
 struct TokenEvent {

@@ -50,8 +50,9 @@ void PageTable::drop(int page) {
     }
 }
 
-uint64_t PageTable::key_of(int parent, const int32_t* tokens) const {
-    uint64_t h = 0x243F6A8885A308D3ull ^ static_cast<uint64_t>(static_cast<int64_t>(parent) + 2);
+uint64_t PageTable::key_of(int parent, const int32_t* tokens, uint32_t ns) const {
+    uint64_t h = 0x243F6A8885A308D3ull ^ static_cast<uint64_t>(static_cast<int64_t>(parent) + 2) ^
+                 (static_cast<uint64_t>(ns) << 32);
     for (int i = 0; i < block_size_; ++i) {
         h = (h ^ static_cast<uint32_t>(tokens[i])) * 0x9E3779B97F4A7C15ull;
         h ^= h >> 29;
@@ -59,11 +60,11 @@ uint64_t PageTable::key_of(int parent, const int32_t* tokens) const {
     return h;
 }
 
-int PageTable::find_child(int parent, const int32_t* tokens) const {
-    auto [lo, hi] = index_.equal_range(key_of(parent, tokens));
+int PageTable::find_child(int parent, const int32_t* tokens, uint32_t ns) const {
+    auto [lo, hi] = index_.equal_range(key_of(parent, tokens, ns));
     for (auto it = lo; it != hi; ++it) {
         const Page& p = pages_[it->second];
-        if (p.parent == parent && std::equal(p.tokens.begin(), p.tokens.end(), tokens)) return it->second;
+        if (p.parent == parent && p.ns == ns && std::equal(p.tokens.begin(), p.tokens.end(), tokens)) return it->second;
     }
     return -1;
 }
@@ -140,12 +141,12 @@ void PageTable::release(int slot) {
     published_[slot] = 0;
 }
 
-int PageTable::share_prefix(int slot, const int32_t* tokens, int n, bool need_checkpoint) {
+int PageTable::share_prefix(int slot, const int32_t* tokens, int n, bool need_checkpoint, uint32_t ns) {
     if (!tables_.at(slot).empty()) fail("share_prefix: slot ", slot, " already holds pages");
     std::vector<int> run;
     int parent = kRoot;
     for (int i = 0; (i + 1) * block_size_ <= n; ++i) {
-        const int c = find_child(parent, tokens + static_cast<size_t>(i) * block_size_);
+        const int c = find_child(parent, tokens + static_cast<size_t>(i) * block_size_, ns);
         if (c < 0) break;
         run.push_back(c);
         parent = c;
@@ -160,7 +161,8 @@ int PageTable::share_prefix(int slot, const int32_t* tokens, int n, bool need_ch
     return static_cast<int>(run.size()) * block_size_;
 }
 
-void PageTable::publish(int slot, const int32_t* tokens, int n_written, const std::vector<uint8_t>* checkpoint) {
+void PageTable::publish(int slot, const int32_t* tokens, int n_written, const std::vector<uint8_t>* checkpoint,
+                        uint32_t ns) {
     auto& t = tables_.at(slot);
     const size_t full = std::min(t.size(), static_cast<size_t>(n_written / block_size_));
     size_t& done = published_[slot];
@@ -169,7 +171,7 @@ void PageTable::publish(int slot, const int32_t* tokens, int n_written, const st
         if (parent != kRoot && pages_[parent].parent == kUnpublished) return;  // its prefix was evicted
         const int32_t* tok = tokens + done * block_size_;
         const int page = t[done];
-        const int existing = find_child(parent, tok);
+        const int existing = find_child(parent, tok, ns);
         if (existing >= 0 && existing != page) {
             // Computed twice (two slots reading the same prefix at once): keep one copy.
             hold(existing);
@@ -179,7 +181,8 @@ void PageTable::publish(int slot, const int32_t* tokens, int n_written, const st
             Page& p = pages_[page];
             p.parent = parent;
             p.tokens.assign(tok, tok + block_size_);
-            p.key = key_of(parent, tok);
+            p.ns = ns;
+            p.key = key_of(parent, tok, ns);
             index_.emplace(p.key, page);
             if (parent != kRoot) pages_[parent].children.push_back(page);
         }

@@ -53,13 +53,16 @@ public:
     // Prefix cache. Shares with empty `slot` the longest run of published pages that
     // covers whole pages of tokens[0, n) (with need_checkpoint: ending at a page that has
     // a checkpoint); returns the number of tokens shared (a multiple of the block size).
-    int share_prefix(int slot, const int32_t* tokens, int n, bool need_checkpoint);
+    // `ns` keeps computations that differ apart (LoRA adapters at other scales): pages
+    // published under one namespace are found only by lookups under the same.
+    int share_prefix(int slot, const int32_t* tokens, int n, bool need_checkpoint, uint32_t ns = 0);
     // Publishes the slot's whole pages below n_written, given the tokens at positions
     // [0, n_written). A page whose prefix is already published by another page is
     // replaced in the slot's table by that page (same contents), and its own page freed.
     // `checkpoint` (when not null): the slot's recurrent state after position n_written - 1,
     // kept when n_written ends a page.
-    void publish(int slot, const int32_t* tokens, int n_written, const std::vector<uint8_t>* checkpoint);
+    void publish(int slot, const int32_t* tokens, int n_written, const std::vector<uint8_t>* checkpoint,
+                 uint32_t ns = 0);
     // The checkpoint of the page holding position pos - 1 of the slot (pos a multiple of
     // the block size; the page shared by share_prefix); nullptr when it has none.
     const std::vector<uint8_t>* checkpoint_before(int slot, int pos) const;
@@ -81,7 +84,8 @@ private:
     struct Page {
         int refs = 0;
         int parent = kUnpublished;  // kRoot, a page id, or kUnpublished
-        uint64_t key = 0;           // hash of (parent, tokens) when published
+        uint64_t key = 0;           // hash of (parent, tokens, ns) when published
+        uint32_t ns = 0;            // namespace (share_prefix)
         uint64_t stamp = 0;         // last release (LRU order)
         std::vector<int32_t> tokens;
         std::vector<int> children;  // published pages whose parent this is
@@ -92,8 +96,8 @@ private:
     void hold(int page);
     void drop(int page);
     void unpublish(int page);        // removes the page and its subtree from the tree
-    int find_child(int parent, const int32_t* tokens) const;
-    uint64_t key_of(int parent, const int32_t* tokens) const;
+    int find_child(int parent, const int32_t* tokens, uint32_t ns) const;
+    uint64_t key_of(int parent, const int32_t* tokens, uint32_t ns) const;
     void set_entry(int slot, size_t index, int page);
 
     int block_size_, n_pages_;

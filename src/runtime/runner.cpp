@@ -1,6 +1,7 @@
 #include "runtime/runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -17,6 +18,10 @@ struct Runner::StepGraph {
     Graph g;
     ForwardInputs fin;
     std::vector<Tensor*> forced;  // per layer (nullptr: no MoE there)
+    // LoRA: per adapter, the scale of each token and of each output row, and the map the
+    // graph's products read (Graph::set_low_rank).
+    std::vector<Tensor*> lora_tok, lora_out;
+    LowRankMap low_rank;
     std::unique_ptr<DispatchPlan> plan;
     uint64_t last_use = 0;
 };
@@ -111,6 +116,7 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
         prepared_.emplace_back(pl.output, output_weight_);
     }
     upload.done();
+    prepare_lora();
 
     std::vector<Op> forced = cpu_ops_from_env();
     forced.insert(forced.end(), opt_.cpu_ops.begin(), opt_.cpu_ops.end());
@@ -306,6 +312,9 @@ void Runner::validate(const StepInputs& in) const {
     for (int i = 0; in.out_ids && i < in.n_out; ++i)
         if (in.out_ids[i] < 0 || in.out_ids[i] >= in.n_tokens)
             fail("output row ", in.out_ids[i], " outside the step's ", in.n_tokens, " tokens");
+    if (in.lora_scales && opt_.lora.empty()) fail("LoRA scales given, but no adapter is loaded");
+    for (size_t i = 0; in.lora_scales && i < size_t(in.n_tokens) * opt_.lora.size(); ++i)
+        if (!std::isfinite(in.lora_scales[i])) fail("LoRA scale ", in.lora_scales[i], " is not a finite number");
     if (!in.forced_experts.empty() && static_cast<int>(in.forced_experts.size()) != p.n_layer)
         fail("forced routing gives ", in.forced_experts.size(), " layers, the model has ", p.n_layer);
     for (size_t il = 0; il < in.forced_experts.size(); ++il) {
@@ -342,7 +351,17 @@ void Runner::build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool
                                             "forced_experts-" + std::to_string(il));
         f.forced_experts = sg.forced;
     }
+    if (!opt_.lora.empty()) add_lora(sg, n_tokens, n_out > 0 ? n_out : (all_logits ? n_tokens : 1));
     Tensor* out = exec_->forward(g, f);
+    g.set_low_rank(nullptr);
+    for (const LoraAdapter* ad : opt_.lora)
+        for (const LoraPair& pr : ad->pairs()) {
+            bool used = false;
+            for (const Node& n : g.nodes()) used = used || (n.op == Op::MATMUL && n.src[MatmulArg::W] == pr.a);
+            if (!used)
+                fail(ad->path(), ": the ", model_.profile().arch, " graph does not multiply by '", pr.base->name,
+                     "' as a plain matrix product, so its LoRA pair cannot be applied");
+        }
     if (hidden) {
         // The LM head is the last matmul by the output matrix; its input is the final
         // hidden state (a softcap or other op after the head does not matter here).
@@ -416,6 +435,7 @@ const Tensor& Runner::run_step(const StepInputs& in, bool ids) {
         cells[t] = pt_->cell(seq[t], in.pos[t]);
     }
     if (in.out_ids) std::memcpy(f.out_ids->data, in.out_ids, sizeof(int32_t) * n_out);
+    if (!opt_.lora.empty()) fill_lora(sg, in, n_out);
     const int n_used = model_.profile().n_expert_used;
     for (size_t il = 0; il < sg.forced.size() && il < in.forced_experts.size(); ++il)
         if (sg.forced[il] && in.forced_experts[il])
@@ -423,6 +443,54 @@ const Tensor& Runner::run_step(const StepInputs& in, bool ids) {
     const Tensor& out = dispatcher_->run(*sg.plan);
     last_n_out_ = n_out;
     return out;
+}
+
+// LoRA pairs live where their weight does: prepared on the CPU (the fallback) and on the
+// weight's device (the LM head's device for the output matrix).
+void Runner::prepare_lora() {
+    if (opt_.lora.empty()) return;
+    if (opt_.tp > 1 || exec_->profile().tp.world > 1)
+        fail("LoRA adapters with tensor parallelism (-tp) are not supported: the adapters are not split across ranks");
+    for (const LoraAdapter* ad : opt_.lora)
+        for (const LoraPair& pr : ad->pairs()) {
+            auto it = weight_dev_.find(pr.base);
+            if (it == weight_dev_.end())
+                fail(ad->path(), ": '", pr.base->name, "' is not a weight of the model this runner runs");
+            const int d = pr.base == output_weight_ ? opt_.placement.output : it->second;
+            for (const Tensor* t : {pr.a, pr.b}) {
+                weight_dev_[t] = d;
+                backends_[0]->prepare_weight(*t);
+                prepared_.emplace_back(0, t);
+                if (d != 0) {
+                    backends_[d]->prepare_weight(*t);
+                    prepared_.emplace_back(d, t);
+                }
+            }
+        }
+}
+
+void Runner::add_lora(StepGraph& sg, int n_tokens, int n_out_rows) {
+    Graph& g = sg.g;
+    for (size_t i = 0; i < opt_.lora.size(); ++i) {
+        const std::string id = std::to_string(i);
+        sg.lora_tok.push_back(g.new_input(DType::F32, 1, n_tokens, 1, 1, "lora_scale_tokens-" + id));
+        sg.lora_out.push_back(g.new_input(DType::F32, 1, n_out_rows, 1, 1, "lora_scale_out-" + id));
+        for (const LoraPair& pr : opt_.lora[i]->pairs())
+            sg.low_rank[pr.base].push_back({pr.a, pr.b, pr.factor, sg.lora_tok.back(), sg.lora_out.back()});
+    }
+    g.set_low_rank(&sg.low_rank);
+}
+
+void Runner::fill_lora(StepGraph& sg, const StepInputs& in, int n_out) {
+    const size_t n_ad = opt_.lora.size();
+    const int T = in.n_tokens;
+    auto scale = [&](int t, size_t i) { return in.lora_scales ? in.lora_scales[size_t(t) * n_ad + i] : opt_.lora[i]->scale; };
+    for (size_t i = 0; i < n_ad; ++i) {
+        float* tok = sg.lora_tok[i]->ptr<float>();
+        for (int t = 0; t < T; ++t) tok[t] = scale(t, i);
+        float* out = sg.lora_out[i]->ptr<float>();
+        for (int j = 0; j < n_out; ++j) out[j] = scale(in.out_ids ? in.out_ids[j] : (in.all_logits ? j : T - 1), i);
+    }
 }
 
 }  // namespace glia

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dispatch/dispatcher.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "placement/placement.h"
 #include "runtime/pages.h"
@@ -49,6 +50,9 @@ struct RunnerOptions {
     // each rank's own CPU backend.
     PageTable* shared_pages = nullptr;
     Backend* cpu = nullptr;
+    // LoRA adapters of this model (model/lora.h; owned by the caller, living longer than
+    // the Runner). Every step's graph adds each of them, scaled per token (StepInputs).
+    std::vector<const LoraAdapter*> lora;
 };
 
 // One step: tokens of one or more sequences (slots), in order within each sequence.
@@ -63,6 +67,10 @@ struct StepInputs {
     // The final hidden states (after the output norm, before the LM head: n_embd floats
     // per output row) instead of logits; for embeddings.
     bool hidden = false;
+    // LoRA: each token's scale of each adapter, [n_tokens][n_adapters] (nullptr: every
+    // token uses the adapters' own scales). A request's tokens carry its own scales, so
+    // its rows do not depend on what else is in the step.
+    const float* lora_scales = nullptr;
     // Testing: experts per layer, [n_used][n_tokens] ids (nullptr for layers without MoE).
     std::vector<const int32_t*> forced_experts;
 };
@@ -115,6 +123,9 @@ private:
     using ShapeKey = std::tuple<int, int, bool, bool, bool, bool>;
     StepGraph& graph_for(const StepInputs& in, int n_out, bool ids);
     void build(StepGraph& sg, int n_tokens, int n_out, bool all_logits, bool forced, bool hidden, bool ids);
+    void add_lora(StepGraph& sg, int n_tokens, int n_out_rows);
+    void fill_lora(StepGraph& sg, const StepInputs& in, int n_out);
+    void prepare_lora();
     const Tensor& run(const StepInputs& in, bool ids);
     void validate(const StepInputs& in) const;
     const Tensor& run_step(const StepInputs& in, bool ids);  // one rank's forward, inputs checked

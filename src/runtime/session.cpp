@@ -20,6 +20,7 @@ Session::Session(const Model& model, const SessionOptions& opt) : model_(model) 
     ro.cpu_ops = opt.cpu_ops;
     ro.verbose = opt.verbose;
     ro.tp = opt.tp;
+    ro.lora = opt.lora;
     runner_ = std::make_unique<Runner>(model, ro);
 }
 

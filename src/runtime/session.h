@@ -18,6 +18,7 @@ struct SessionOptions {
     std::vector<Op> cpu_ops;        // forced to the CPU
     bool verbose = false;           // describe the dispatch plans (glia run -v)
     int tp = 1;                     // tensor-parallel ranks (RunnerOptions::tp)
+    std::vector<const LoraAdapter*> lora;  // applied at their own scales (RunnerOptions::lora)
 };
 
 class Session {

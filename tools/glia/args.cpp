@@ -53,6 +53,7 @@ bool Args::parse(const std::vector<std::string>& argv) {
                 value = "1";
             }
             given_[o->names.back()] = value;
+            given_all_.emplace_back(o->names.back(), value);
         } else {
             pos_.push_back(a);
         }
@@ -70,6 +71,15 @@ std::string Args::str(const std::string& name) const {
     if (!o) fail("internal: option ", name, " not declared");
     auto it = given_.find(o->names.back());
     return it != given_.end() ? it->second : o->def;
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+    const Opt* o = find(name);
+    if (!o) fail("internal: option ", name, " not declared");
+    std::vector<std::string> out;
+    for (const auto& [n, v] : given_all_)
+        if (n == o->names.back()) out.push_back(v);
+    return out;
 }
 
 long long Args::integer(const std::string& name) const {

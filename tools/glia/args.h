@@ -23,6 +23,7 @@ public:
 
     bool has(const std::string& name) const;                 // given on the command line
     std::string str(const std::string& name) const;          // value or default
+    std::vector<std::string> all(const std::string& name) const;  // every value given, in order
     long long integer(const std::string& name) const;
     double number(const std::string& name) const;
     // The value checked against a range (numbers must also be finite): an error names the
@@ -38,6 +39,7 @@ private:
     std::string cmd_, synopsis_;
     std::vector<Opt> opts_;
     std::map<std::string, std::string> given_;  // canonical (last) name -> value
+    std::vector<std::pair<std::string, std::string>> given_all_;  // (canonical name, value), in order
     std::vector<std::string> pos_;
 };
 

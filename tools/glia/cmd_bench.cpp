@@ -31,6 +31,7 @@
 #include "command.h"
 #include "bench_speculative.h"
 #include "common.h"
+#include "lora_options.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "gguf/gguf.h"
@@ -178,7 +179,8 @@ std::pair<double, double> run_batched(Engine& engine, int n_parallel, int n_gen,
 }
 
 int bench_batched(const Args& a, const Model& model, const ModelInfo& info, const std::vector<int>& threads,
-                  long long reps, long long n_batch, bool json, bool warmup) {
+                  long long reps, long long n_batch, bool json, bool warmup,
+                  const std::vector<const LoraAdapter*>& lora) {
     const std::vector<int> pars = int_list(a, "--parallel", 1);
     const long long pp = a.integer("--pp"), tg = a.integer("--tg");
     if (pp < 1 || pp > (1 << 20)) fail("--pp must be between 1 and ", 1 << 20, ", got ", pp);
@@ -210,6 +212,7 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
             // each pass takes b/N tokens of every prompt.
             eo.prefill_chunk = static_cast<int>(std::clamp<long long>(n_batch / np, 1, pp));
             use_devices(a, model, eo.n_ctx, np, eo);
+            eo.lora = lora;
             Engine engine(model, eo);
             BatchedResult r;
             r.n_parallel = np;
@@ -330,6 +333,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         .flag("--no-warmup", "skip the warm-up run")
         .flag("--json", "print a JSON list of results instead of the table");
     add_bench_speculative_options(a);
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
     const std::string path = model_path(a);
     const bool speculative = bench_speculative_wanted(a);
@@ -369,10 +373,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                   ? quant::file_type_description(f.get<uint32_t>("general.file_type"))
                                   : std::string("unknown type");
     const std::string model_type = prof.arch + " " + human_params(n_params) + " " + ftype;
+    if (speculative && (a.has("--lora") || a.has("--lora-scaled")))
+        fail("--lora does not apply to the speculative benchmark (--spec-ngram / --draft)");
     if (speculative) return bench_speculative(a, *model, model_type);
+    const LoraAdapters loras = load_lora_options(a, *model);
     if (batched)
         return bench_batched(a, *model, {path, model_type, model_bytes, n_params}, threads, reps, n_batch, json,
-                             warmup);
+                             warmup, loras.list());
 
     std::mt19937 rng(static_cast<uint32_t>(a.integer("--seed")));
     std::uniform_int_distribution<int> tok(0, n_vocab - 1);
@@ -398,6 +405,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             so.n_threads = nt;
             so.n_batch = static_cast<int>(std::min<long long>(n_batch, std::max(std::max(t.p, t.d), 1)));
             use_devices(a, *model, so.n_ctx, 1, so);
+            so.lora = loras.list();
             Session s(*model, so);
             Result r;
             r.n_prompt = t.p;

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "lora_options.h"
 #include "core/json.h"
 #include "gguf/gguf.h"
 #include "jinja/value.h"
@@ -103,6 +104,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
         .opt("--logits-out", "FILE", "where to write the last-position logits (float32 LE)")
         .opt("--force-routing", "GOLDEN", "MoE models: use the experts a golden JSON records (moe_selected_experts) "
                                           "at every position instead of our own top-k (weights still ours)");
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
     std::string prompt, prompt_id = a.str("--prompt-id");
     if (a.has("-f")) {
@@ -127,6 +129,8 @@ int cmd_eval(const std::vector<std::string>& argv) {
     so.n_ctx = a.integer("-c") > 0 ? static_cast<int>(a.integer("-c")) : n_prompt + n_predict;
     so.cpu_ops = cpu_ops_option(a);
     use_devices(a, *model, so.n_ctx, 1, so);
+    const LoraAdapters loras = load_lora_options(a, *model);
+    so.lora = loras.list();
     Session s(*model, so);
     const int V = s.n_vocab();
     ForcedRouting forced;

@@ -17,6 +17,7 @@
 #include "args.h"
 #include "command.h"
 #include "common.h"
+#include "lora_options.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "model/model.h"
@@ -59,6 +60,7 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
                                   "KL(base || model) and top-1 agreement")
         .flag("--json", "print the result as JSON");
     add_cache_type_options(a);
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
     if (!a.has("-f")) fail("no text given: pass -f TEXT");
     const long long n_ctx_ll = a.integer("-c");
@@ -92,6 +94,8 @@ int cmd_perplexity(const std::vector<std::string>& argv) {
     so.cpu_ops = cpu_ops_option(a);
     SessionOptions so_base = so;  // --kl-base: f16 caches
     so.placement.cache = cache;
+    const LoraAdapters loras = load_lora_options(a, *model);  // the model's; --kl-base runs without
+    so.lora = loras.list();
     Session s(*model, so);
     const int V = s.n_vocab();
     std::unique_ptr<Model> base;

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "lora_options.h"
 #include "speculative_options.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -37,6 +38,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         .opt("-s,--system", "TEXT", "system message for --chat")
         .flag("-v,--verbose", "print where each op runs and every copy between devices (stderr)");
     add_speculative_options(a);
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
 
     std::string prompt;
@@ -58,6 +60,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
     use_devices(a, *model, so.n_ctx, 1, so);
+    const LoraAdapters loras = load_lora_options(a, *model);
+    so.lora = loras.list();
     Session s(*model, so);
     Sampler sampler(sp);
     std::unique_ptr<Model> draft_model;

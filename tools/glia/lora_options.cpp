@@ -1,0 +1,54 @@
+#include "lora_options.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace glia::cli {
+
+void add_lora_options(Args& a) {
+    a.opt("--lora", "FILE[:SCALE]", "apply a LoRA adapter (GGUF) at SCALE (default 1); repeat the option or give a "
+                                    "comma-separated list for several")
+        .opt("--lora-scaled", "FILE:SCALE", "the same with the scale required (as the reference's option)")
+        .flag("--lora-init-without-apply", "load the adapters at scale 0 (the server's requests or "
+                                           "POST /lora-adapters give them scales)");
+}
+
+std::vector<const LoraAdapter*> LoraAdapters::list() const {
+    std::vector<const LoraAdapter*> out;
+    for (const auto& ad : owned) out.push_back(ad.get());
+    return out;
+}
+
+LoraAdapters load_lora_options(const Args& a, const Model& model) {
+    std::vector<LoraSpec> specs;
+    for (const char* flag : {"--lora", "--lora-scaled"})
+        for (const std::string& value : a.all(flag)) {
+            std::stringstream ss(value);
+            std::string item;
+            while (std::getline(ss, item, ',')) {
+                LoraSpec spec = parse_lora_spec(item, flag);
+                if (std::string(flag) == "--lora-scaled" && spec.path == item)
+                    fail("--lora-scaled '", item, "': give FILE:SCALE (or use --lora FILE)");
+                specs.push_back(spec);
+            }
+        }
+    LoraAdapters out;
+    for (const LoraSpec& spec : specs) {
+        const float scale = a.has("--lora-init-without-apply") ? 0.0f : spec.scale;
+        out.owned.push_back(LoraAdapter::load(spec.path, model, scale));
+        const LoraAdapter& ad = *out.owned.back();
+        std::fprintf(stderr, "glia: LoRA adapter %zu: %s (%zu weights, alpha %g) at scale %g\n", out.owned.size() - 1,
+                     spec.path.c_str(), ad.pairs().size(), static_cast<double>(ad.alpha()),
+                     static_cast<double>(ad.scale));
+        if (!ad.ignored().empty())
+            std::fprintf(stderr, "glia: warning: %s: %zu tensor(s) not applied (e.g. '%s'): glia applies the "
+                                 "lora_a / lora_b pairs only\n", spec.path.c_str(), ad.ignored().size(),
+                         ad.ignored().front().c_str());
+    }
+    return out;
+}
+
+}  // namespace glia::cli
