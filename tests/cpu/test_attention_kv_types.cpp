@@ -169,6 +169,47 @@ TEST(AttentionKvTypes, TilesAgreeAcrossLevelsAndQueryAlone) {
             }
 }
 
+// One call serving several KV heads (the cells read once for all of them) gives each head
+// the bits of its own single-head call: every type, both kernel levels, 1 and 13 queries
+// (decode and prompt tiles), cells over several chunks.
+TEST(AttentionKvTypes, MultiHeadTilesGiveEachHeadItsOwnBits) {
+    std::vector<const AttnKernels*> levels = {&cpu::simd::attn_kernels(Isa::Scalar)};
+    if (cpu::simd::isa_supported(Isa::Avx512)) levels.push_back(&cpu::simd::attn_kernels(Isa::Avx512));
+    uint32_t seed = 200;
+    for (const TypeCase& tc : kTypes)
+        for (int nq : {1, 4, 13}) {
+            std::mt19937 rng(seed++);
+            const int hd = 64, n_kv = 4, nh = 3, n = 300;  // heads 1..3 of 4, 3 chunks of cells
+            Cache k(rng, tc.dtype, n, hd * n_kv, 1.0f), v(rng, tc.dtype, n, hd * n_kv, 1.0f);
+            TileRun tr = make_tile(rng, k, v, tc, tc, hd, nq, n, 1, 0);
+            std::normal_distribution<float> g(0.f, 1.f);
+            std::vector<float> q(size_t(nh) * nq * hd);
+            for (auto& x : q) x = round_f16(g(rng));
+            for (const AttnKernels* kern : levels) {
+                const std::string what = std::string(dtype_name(tc.dtype)) + " nq " + std::to_string(nq) +
+                                         (kern == levels[0] ? " (scalar)" : " (avx512)");
+                AttnTile t = tr.t;
+                t.nh = nh;
+                t.q = q.data();
+                t.q_head_stride = size_t(nq) * hd;
+                t.out_head_stride = size_t(nq) * hd;
+                std::vector<float> all(size_t(nh) * nq * hd, NAN);
+                t.out = all.data();
+                kern->tile(t);
+                for (int h = 0; h < nh; ++h) {
+                    AttnTile a = tr.t;
+                    a.q = q.data() + size_t(h) * nq * hd;
+                    a.k_off = a.v_off = size_t(1 + h) * hd;
+                    std::vector<float> one(size_t(nq) * hd, NAN);
+                    a.out = one.data();
+                    kern->tile(a);
+                    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + size_t(h) * nq * hd, sizeof(float) * one.size()))
+                        << what << " head " << h;
+                }
+            }
+        }
+}
+
 // The quantized pages hold the same keys and values as f16 pages up to their rounding: the
 // attention outputs of one set of K/V rows stored as Q8_0 and Q4_0 stay close to those of
 // F16 pages (a misread block, e.g. the nibbles swapped, is off by O(1)).

@@ -162,8 +162,10 @@ void op_attention(const Node& n, ThreadPool& pool) {
             if (std::min<int64_t>(si.n_tok, kTileTokens) * group >= kPrefillQueries) return true;
         return false;
     }();
+    // Decode jobs take as many heads as the threads allow: one job reads the cells once for
+    // all its heads (a job per head would read each row in as many strided passes).
     const int64_t kv_split =
-        any_prefill ? n_kv : std::clamp<int64_t>((2 * pool.size() + n_gtiles - 1) / n_gtiles, 1, n_kv);
+        any_prefill ? n_kv : std::clamp<int64_t>((pool.size() + n_gtiles - 1) / n_gtiles, 1, n_kv);
     const int64_t n_jobs = n_gtiles * kv_split;
     {
         pool.run([&](int ith, int nth) {
@@ -209,27 +211,29 @@ void op_attention(const Node& n, ThreadPool& pool) {
                     lo_hi[j] = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
                     lo_hi[nq + j] = p + 1 - c_lo;
                 }
-                for (int64_t h = 0; h < nh; ++h) {
-                    simd::AttnTile at;
-                    at.hd = static_cast<int>(hd);
-                    at.hd_v = static_cast<int>(hd_v);
-                    at.nq = nq;
-                    at.q = &qbuf[static_cast<size_t>(h * nq) * hd];
-                    at.k = krows_s + c_lo;
-                    at.v = vrows_s + c_lo;
-                    at.k_off = (kv0 + h) * hd;
-                    at.v_off = (kv0 + h) * hd_v;
-                    at.k_type = k_type;
-                    at.v_type = v_type;
-                    at.n = nc;
-                    at.lo = lo_hi.data();
-                    at.hi = lo_hi.data() + nq;
-                    at.scale = ap.scale;
-                    at.softcap = ap.softcap;
-                    at.out = &acc[static_cast<size_t>(h * nq) * hd_v];
-                    at.out_stride = static_cast<size_t>(hd_v);
-                    kern.tile(at);
-                }
+                // The job's heads in one call: the cells are read once for all of them.
+                simd::AttnTile at;
+                at.hd = static_cast<int>(hd);
+                at.hd_v = static_cast<int>(hd_v);
+                at.nq = nq;
+                at.q = qbuf.data();
+                at.nh = static_cast<int>(nh);
+                at.q_head_stride = static_cast<size_t>(nq) * hd;
+                at.out_head_stride = static_cast<size_t>(nq) * hd_v;
+                at.k = krows_s + c_lo;
+                at.v = vrows_s + c_lo;
+                at.k_off = kv0 * hd;
+                at.v_off = kv0 * hd_v;
+                at.k_type = k_type;
+                at.v_type = v_type;
+                at.n = nc;
+                at.lo = lo_hi.data();
+                at.hi = lo_hi.data() + nq;
+                at.scale = ap.scale;
+                at.softcap = ap.softcap;
+                at.out = acc.data();
+                at.out_stride = static_cast<size_t>(hd_v);
+                kern.tile(at);
                 for (int64_t h = 0; h < nh; ++h)
                     for (int64_t i = 0; i < nt; ++i)
                         for (int64_t g = 0; g < group; ++g) {

@@ -70,15 +70,17 @@ void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const 
 
 void tile_scalar(const AttnTile& t) {
     std::vector<float> s(t.n), acc(t.hd_v);
-    for (int j = 0; j < t.nq; ++j) {
-        const float* qj = t.q + static_cast<size_t>(j) * t.hd;
-        const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
-        scores_scalar(t.hd, 1, qj, t.k + lo, t.k_type, t.k_off, n, s.data(), n);
-        softmax_scalar(s.data(), n, t.scale, t.softcap);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_type, t.v_off, n, acc.data());
-        std::copy(acc.begin(), acc.end(), t.out + j * t.out_stride);
-    }
+    for (int h = 0; h < t.nh; ++h)
+        for (int j = 0; j < t.nq; ++j) {
+            const float* qj = t.q + h * t.q_head_stride + static_cast<size_t>(j) * t.hd;
+            const size_t k_off = t.k_off + static_cast<size_t>(h) * t.hd, v_off = t.v_off + static_cast<size_t>(h) * t.hd_v;
+            const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
+            scores_scalar(t.hd, 1, qj, t.k + lo, t.k_type, k_off, n, s.data(), n);
+            softmax_scalar(s.data(), n, t.scale, t.softcap);
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_type, v_off, n, acc.data());
+            std::copy(acc.begin(), acc.end(), t.out + h * t.out_head_stride + j * t.out_stride);
+        }
 }
 
 // ---------------------------------------------------------------- AVX-512
@@ -100,9 +102,14 @@ inline void prefetch_head(const uint8_t* r, KvType t, size_t off, int n_values) 
 // Keys and values are widened to f32 a chunk of cells at a time, once for all queries.
 constexpr int kChunk = 128;
 
-GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t off, int n, int hd, float* dst) {
+// Widens n rows' head at `off`; with pf_values > 0 it also fetches the span [pf_off,
+// pf_off + pf_values) of the row kAhead cells on (up to `avail` rows exist from rows[0]):
+// the first head of a multi-head tile fetches every head's part of the rows, so the other
+// heads find them in cache.
+GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t off, int n, int hd, float* dst,
+                                   size_t pf_off, int pf_values, int avail) {
     for (int c = 0; c < n; ++c) {
-        if (c + kAhead < n) prefetch_head(rows[c + kAhead], t, off, hd);
+        if (pf_values > 0 && c + kAhead < avail) prefetch_head(rows[c + kAhead], t, pf_off, pf_values);
         kv_widen_avx512(t, rows[c], off, hd, dst + static_cast<size_t>(c) * hd);
     }
 }
@@ -110,44 +117,53 @@ GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t 
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
     const int n_groups = (t.nq + 15) / 16;
+    const size_t q_blk = static_cast<size_t>(n_groups) * t.hd * 16;  // one head's transposed queries
+    const size_t s_blk = static_cast<size_t>(n_groups) * t.n * 16;   // one head's scores
     thread_local std::vector<float> qt, sc, kv;
-    qt.assign(static_cast<size_t>(n_groups) * t.hd * 16, 0.0f);
-    sc.resize(static_cast<size_t>(n_groups) * t.n * 16);
+    qt.assign(t.nh * q_blk, 0.0f);
+    sc.resize(t.nh * s_blk);
     kv.resize(static_cast<size_t>(kChunk) * std::max(t.hd, t.hd_v));
-    // Queries transposed: qt[g][d][lane].
-    for (int j = 0; j < t.nq; ++j)
-        for (int d = 0; d < t.hd; ++d)
-            qt[(static_cast<size_t>(j / 16) * t.hd + d) * 16 + j % 16] = t.q[static_cast<size_t>(j) * t.hd + d];
+    // Queries transposed: qt[h][g][d][lane].
+    for (int h = 0; h < t.nh; ++h)
+        for (int j = 0; j < t.nq; ++j)
+            for (int d = 0; d < t.hd; ++d)
+                qt[h * q_blk + (static_cast<size_t>(j / 16) * t.hd + d) * 16 + j % 16] =
+                    t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
     const __m512 vscale = _mm512_set1_ps(t.softcap > 0.0f ? 1.0f : t.scale);
 
-    // Scores, cell-major per group: sc[g][c][lane].
+    // Scores, cell-major per head and group: sc[h][g][c][lane]; a chunk of cells for every
+    // head before the next chunk.
     for (int c0 = 0; c0 < t.n; c0 += kChunk) {
         const int m = std::min(kChunk, t.n - c0);
-        widen_rows(t.k + c0, t.k_type, t.k_off, m, t.hd, kv.data());
-        for (int g = 0; g < n_groups; ++g) {
-            const float* q = &qt[static_cast<size_t>(g) * t.hd * 16];
-            float* s = &sc[(static_cast<size_t>(g) * t.n + c0) * 16];
-            int c = 0;
-            for (; c + 4 <= m; c += 4) {
-                const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
-                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                for (int d = 0; d < t.hd; ++d) {
-                    const __m512 qd = _mm512_loadu_ps(q + d * 16);
-                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
-                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[t.hd + d]), qd, a1);
-                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * t.hd + d]), qd, a2);
-                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * t.hd + d]), qd, a3);
+        for (int h = 0; h < t.nh; ++h) {
+            widen_rows(t.k + c0, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, m, t.hd, kv.data(), t.k_off,
+                       h == 0 ? t.nh * t.hd : 0, t.n - c0);
+            for (int g = 0; g < n_groups; ++g) {
+                const float* q = &qt[h * q_blk + static_cast<size_t>(g) * t.hd * 16];
+                float* s = &sc[h * s_blk + (static_cast<size_t>(g) * t.n + c0) * 16];
+                int c = 0;
+                for (; c + 4 <= m; c += 4) {
+                    const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
+                    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                    for (int d = 0; d < t.hd; ++d) {
+                        const __m512 qd = _mm512_loadu_ps(q + d * 16);
+                        a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
+                        a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[t.hd + d]), qd, a1);
+                        a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * t.hd + d]), qd, a2);
+                        a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * t.hd + d]), qd, a3);
+                    }
+                    _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
+                    _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
+                    _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
+                    _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
                 }
-                _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
-                _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
-                _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
-                _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
-            }
-            for (; c < m; ++c) {
-                const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
-                __m512 a0 = _mm512_setzero_ps();
-                for (int d = 0; d < t.hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
-                _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
+                for (; c < m; ++c) {
+                    const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
+                    __m512 a0 = _mm512_setzero_ps();
+                    for (int d = 0; d < t.hd; ++d)
+                        a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
+                    _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
+                }
             }
         }
     }
@@ -161,54 +177,62 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
             hi[l] = j < t.nq ? t.hi[j] : 0;
         }
         const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
-        float* s = &sc[static_cast<size_t>(g) * t.n * 16];
-        if (t.softcap > 0.0f)
-            for (size_t i = 0; i < static_cast<size_t>(t.n) * 16; ++i)
-                s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
         auto valid = [&](int c) GLIA_TARGET_AVX512 {
             const __m512i vc = _mm512_set1_epi32(c);
             return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
         };
-        __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        for (int c = 0; c < t.n; ++c) mx = _mm512_mask_max_ps(mx, valid(c), mx, _mm512_loadu_ps(s + c * 16));
-        __m512 sum = _mm512_setzero_ps();
-        for (int c = 0; c < t.n; ++c) {
-            const __mmask16 ok = valid(c);
-            const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
-            _mm512_storeu_ps(s + c * 16, e);
-            sum = _mm512_add_ps(sum, e);
-        }
         const __mmask16 live = _mm512_cmplt_epi32_mask(vlo, vhi);
-        const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(1.0f), sum);
-        for (int c = 0; c < t.n; ++c) _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
+        for (int h = 0; h < t.nh; ++h) {
+            float* s = &sc[h * s_blk + static_cast<size_t>(g) * t.n * 16];
+            if (t.softcap > 0.0f)
+                for (size_t i = 0; i < static_cast<size_t>(t.n) * 16; ++i)
+                    s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
+            __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+            for (int c = 0; c < t.n; ++c) mx = _mm512_mask_max_ps(mx, valid(c), mx, _mm512_loadu_ps(s + c * 16));
+            __m512 sum = _mm512_setzero_ps();
+            for (int c = 0; c < t.n; ++c) {
+                const __mmask16 ok = valid(c);
+                const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
+                _mm512_storeu_ps(s + c * 16, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(1.0f), sum);
+            for (int c = 0; c < t.n; ++c)
+                _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
+        }
     }
 
-    // Weighted sum: 4 queries x 64 output values in registers, cells streamed.
+    // Weighted sum: 4 queries x 64 output values in registers, cells streamed, a chunk of
+    // cells for every head before the next chunk.
     for (int c0 = 0; c0 < t.n; c0 += kChunk) {
         const int m = std::min(kChunk, t.n - c0);
-        widen_rows(t.v + c0, t.v_type, t.v_off, m, t.hd_v, kv.data());
-        for (int j0 = 0; j0 < t.nq; j0 += 4) {
-            const int nj = std::min(4, t.nq - j0);
-            const float* s = &sc[(static_cast<size_t>(j0 / 16) * t.n + c0) * 16 + j0 % 16];
-            for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
-                const int nv = std::min(4, (t.hd_v - i0) / 16);
-                __m512 acc[4][4];
-                for (int jj = 0; jj < 4; ++jj)
-                    for (int x = 0; x < 4; ++x)
-                        acc[jj][x] = (c0 > 0 && jj < nj && x < nv)
-                                         ? _mm512_loadu_ps(t.out + (j0 + jj) * t.out_stride + i0 + 16 * x)
-                                         : _mm512_setzero_ps();
-                for (int c = 0; c < m; ++c) {
-                    const float* vr = &kv[static_cast<size_t>(c) * t.hd_v + i0];
-                    const float* pc = s + c * 16;
-                    for (int x = 0; x < nv; ++x) {
-                        const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
-                        for (int jj = 0; jj < 4; ++jj) acc[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, acc[jj][x]);
+        for (int h = 0; h < t.nh; ++h) {
+            widen_rows(t.v + c0, t.v_type, t.v_off + static_cast<size_t>(h) * t.hd_v, m, t.hd_v, kv.data(), t.v_off,
+                       h == 0 ? t.nh * t.hd_v : 0, t.n - c0);
+            float* out = t.out + h * t.out_head_stride;
+            for (int j0 = 0; j0 < t.nq; j0 += 4) {
+                const int nj = std::min(4, t.nq - j0);
+                const float* s = &sc[h * s_blk + (static_cast<size_t>(j0 / 16) * t.n + c0) * 16 + j0 % 16];
+                for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
+                    const int nv = std::min(4, (t.hd_v - i0) / 16);
+                    __m512 acc[4][4];
+                    for (int jj = 0; jj < 4; ++jj)
+                        for (int x = 0; x < 4; ++x)
+                            acc[jj][x] = (c0 > 0 && jj < nj && x < nv)
+                                             ? _mm512_loadu_ps(out + (j0 + jj) * t.out_stride + i0 + 16 * x)
+                                             : _mm512_setzero_ps();
+                    for (int c = 0; c < m; ++c) {
+                        const float* vr = &kv[static_cast<size_t>(c) * t.hd_v + i0];
+                        const float* pc = s + c * 16;
+                        for (int x = 0; x < nv; ++x) {
+                            const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
+                            for (int jj = 0; jj < 4; ++jj) acc[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, acc[jj][x]);
+                        }
                     }
+                    for (int jj = 0; jj < nj; ++jj)
+                        for (int x = 0; x < nv; ++x)
+                            _mm512_storeu_ps(out + (j0 + jj) * t.out_stride + i0 + 16 * x, acc[jj][x]);
                 }
-                for (int jj = 0; jj < nj; ++jj)
-                    for (int x = 0; x < nv; ++x)
-                        _mm512_storeu_ps(t.out + (j0 + jj) * t.out_stride + i0 + 16 * x, acc[jj][x]);
             }
         }
     }

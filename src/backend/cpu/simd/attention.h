@@ -11,11 +11,18 @@
 namespace glia::cpu::simd {
 
 // One tile of queries against a range of cache cells, softmax included: every query of
-// prompts and decode alike (a query's bits do not depend on the tile it is in).
+// prompts and decode alike (a query's bits do not depend on the tile it is in, nor on how
+// many heads share the call). A call may serve nh KV heads side by side (head h: queries at
+// q + h * q_head_stride, cache values at k_off + h * hd / v_off + h * hd_v, outputs at
+// out + h * out_head_stride): the cells are then read once for all of them, a chunk of
+// cells at a time, instead of once per head (a deep cache read head by head runs at the
+// memory's latency, not its bandwidth).
 struct AttnTile {
     int hd = 0, hd_v = 0;         // key and value head sizes
     int nq = 0;                   // queries, rows q + j * hd (f32 holding f16-rounded values)
     const float* q = nullptr;
+    int nh = 1;                   // KV heads served (adjacent in the cache rows)
+    size_t q_head_stride = 0, out_head_stride = 0;  // floats from one head's block to the next
     const uint8_t* const* k = nullptr;  // k[c]: key row of cell c, c < n; the head at value k_off
     const uint8_t* const* v = nullptr;  // v[c]: value row of cell c; the head at value v_off
     size_t k_off = 0, v_off = 0;
