@@ -3,8 +3,9 @@
 // plain chat prompt, the response_format's JSON-schema grammar, the tools' call grammar
 // in every tool-call format (with a matcher fed the body's bytes), and the tool-call
 // parser on the body as a model's reply. The first input byte picks the endpoint (even:
-// chat, odd: completions; with bit 1 set, the body is an Anthropic Messages request,
-// translated into a chat body first); the rest is the body. The body as a reply is also
+// chat, odd: completions; with bit 1 set, the body is an Anthropic Messages request, with
+// bit 3 set (and not bit 1) an OpenAI Responses request, translated into a chat body
+// first); the rest is the body. The body as a reply is also
 // split into thought and answer (reasoning.h), whole and in 3-byte pieces, which must agree.
 //
 // parse_request must return a Job whose values are in range or throw ApiError (400);
@@ -21,6 +22,7 @@
 #include "server/json_schema.h"
 #include "server/openai.h"
 #include "server/reasoning.h"
+#include "server/responses.h"
 #include "server/tool_calls.h"
 
 using namespace glia;
@@ -81,6 +83,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             ep = Endpoint::CHAT;
         } catch (const ApiError& e) {
             if (e.status != 400) die("translate_request failed with a status other than 400");
+            return 0;
+        }
+    } else if (data[0] & 8) {  // a Responses request: the same, its previous_response_id an unknown id (404)
+        try {
+            body = responses::translate_request(body, nullptr).chat.dump();
+            ep = Endpoint::CHAT;
+        } catch (const ApiError& e) {
+            if (e.status != 400 && !(e.status == 404 && e.param == "previous_response_id"))
+                die("responses::translate_request failed with a status other than 400");
             return 0;
         }
     }

@@ -34,6 +34,7 @@
 #include "server/connection.h"
 #include "server/json_body.h"
 #include "server/anthropic.h"
+#include "server/responses.h"
 #include "server/openai.h"
 #include "server/reasoning.h"
 #include "server/request_text.h"
@@ -268,7 +269,7 @@ struct HttpServer::Impl {
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
-                            "POST /v1/messages, POST /v1/messages/count_tokens, "
+                            "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, "
                             "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, "
                             "ollama's POST /api/chat, /api/generate, /api/embed, /api/show, GET /api/tags, /api/ps, /api/version)";
                 e.type = "not_found_error";
@@ -413,6 +414,8 @@ struct HttpServer::Impl {
         add_infill_route(http, vocab, engine.options().n_ctx, inner_api());
         // Anthropic's Messages API, run by the chat route as well (anthropic.h).
         anthropic::add_routes(http, {inner_api(), [this](const std::string& b) { return count_chat_tokens(b); }});
+        // OpenAI's Responses API, run by the chat route too (responses.h).
+        responses::add_routes(http, inner_api());
     }
 
     // The prompt tokens of a chat completions body, as generate() would count them.

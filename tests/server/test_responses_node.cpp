@@ -1,0 +1,42 @@
+// Protocol tests against a real client: the official `openai` npm package drives the
+// Responses API of `glia serve` (tests/server/responses_client.mjs on stories260K with a
+// Qwen 2.5 chat template, whose tool calls the server parses; responses_reasoning.mjs on
+// stories260K with a Qwen 3.5 template, which opens a thought in its generation prompt).
+#if GLIA_HAVE_SERVER
+#include <gtest/gtest.h>
+
+#include "node_clients.h"
+#include "server_fixture.h"
+
+namespace {
+
+using namespace glia::test::server;
+
+// Runs `script` against a server on `model` (API key test-key); expects "ALL OK".
+void run_client(const std::string& script, const std::string& model, const std::string& model_id) {
+    const NodeClients node = node_clients();
+    if (node.dir.empty()) {
+        if (node.failed) FAIL() << node.why;
+        GTEST_SKIP() << node.why;
+    }
+    ServerProcess srv(model, {"-c", "4096", "--parallel", "4", "--api-key", "test-key"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    std::string out;
+    const std::string cmd = "cd " + shell_quote(node.dir) + " && node " + script + " " + shell_quote(srv.url()) + " " +
+                            model_id + " test-key 2>&1";
+    EXPECT_EQ(glia::test::run_command(cmd, &out), 0) << cmd << "\n" << out << "\nserver log:\n" << srv.log();
+    EXPECT_NE(out.find("ALL OK"), std::string::npos) << out;
+}
+
+TEST(ServerResponsesClient, NodeOpenAIPackage) {
+    const std::string tmpl = glia::test::read_text(glia::test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+    run_client("responses_client.mjs", stories_with_chat_template("qwen", tmpl), "glia_server_stories_qwen");
+}
+
+TEST(ServerResponsesClient, NodeOpenAIPackageReasoning) {
+    const std::string tmpl = glia::test::read_text(glia::test::shared_path("templates/Qwen3.5-4B.jinja"));
+    run_client("responses_reasoning.mjs", stories_with_chat_template("qwen35", tmpl), "glia_server_stories_qwen35");
+}
+
+}  // namespace
+#endif  // GLIA_HAVE_SERVER
