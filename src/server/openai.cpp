@@ -407,6 +407,7 @@ Job parse_request(const std::string& text, Endpoint endpoint, const SamplerParam
 
     job.stream = boolean(body, "stream").value_or(false);
     job.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+    if (const json* l = field(body, "lora")) job.lora = *l;
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) wrong_type("stream_options", "an object", *so);
         auto iu = so->find("include_usage");

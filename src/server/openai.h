@@ -72,6 +72,7 @@ struct Job {
     ReasoningFormat reasoning_format = ReasoningFormat::AUTO;  // chat: reasoning_format
     json template_kwargs;              // chat: chat_template_kwargs, variables for the template (null when none)
     bool thought_open = false;         // set by the server: the rendered prompt opened a thought (reasoning.h)
+    json lora;                         // "lora": this request's LoRA adapters, checked by lora_api.h (null: absent)
 };
 
 // Parses and validates a request body. `defaults` gives the sampling values of fields

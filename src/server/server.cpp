@@ -29,6 +29,7 @@
 #include "server/ollama.h"
 #include "server/relay.h"
 #include "server/json_schema.h"
+#include "server/lora_api.h"
 #include "server/tool_calls.h"
 #include "server/browser_gate.h"
 #include "server/connection.h"
@@ -85,7 +86,7 @@ bool has_body(const httplib::Request& req) {
 
 // The routes behind --api-key: the OpenAI ones, ollama's and /infill.
 bool keyed_route(const std::string& path) {
-    return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/infill";
+    return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/infill" || path == "/lora-adapters";
 }
 
 // A refused key in the shape of the route's API (Anthropic's on /v1/messages).
@@ -192,6 +193,7 @@ struct HttpServer::Impl {
     std::map<int, uint64_t> http_status_counts;
     uint64_t rejected_by_server = 0;  // validation / limit errors on generation routes
     uint64_t timeouts = 0, disconnects = 0;
+    LoraState lora_state{engine.options().lora};  // LoRA adapters: global scales (lora_api.h)
 
     Impl(Engine& e, const Model& m, ServerOptions o)
         : engine(e), model(m), vocab(m.vocab()), opt(resolve(std::move(o), e)), http(limits_of(opt)),
@@ -270,7 +272,7 @@ struct HttpServer::Impl {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
                             "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, "
-                            "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, "
+                            "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, GET and POST /lora-adapters, "
                             "ollama's POST /api/chat, /api/generate, /api/embed, /api/show, GET /api/tags, /api/ps, /api/version)";
                 e.type = "not_found_error";
                 e.code = "unknown_route";
@@ -416,6 +418,18 @@ struct HttpServer::Impl {
         anthropic::add_routes(http, {inner_api(), [this](const std::string& b) { return count_chat_tokens(b); }});
         // OpenAI's Responses API, run by the chat route too (responses.h).
         responses::add_routes(http, inner_api());
+        // LoRA adapters: list them, set their global scales (lora_api.h).
+        http.Get("/lora-adapters", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump(lora_state.list()), "application/json");
+        });
+        http.Post("/lora-adapters", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+            try {
+                lora_state.set_global(parse_lora_post(lora_state, read_body(req, res, reader)));
+                res.set_content(dump(json{{"success", true}}), "application/json");
+            } catch (const ApiError& e) {
+                reject(res, e);
+            }
+        });
     }
 
     // The prompt tokens of a chat completions body, as generate() would count them.
@@ -555,6 +569,7 @@ struct HttpServer::Impl {
                         GenerationRequest g;
                         g.prompt = inputs[i];
                         g.embed = pooling();
+                        g.lora_scales = lora_state.global();
                         outs[i] = std::make_shared<EventStream>();
                         part.emplace_back(std::move(g), outs[i]);
                     }
@@ -912,6 +927,7 @@ struct HttpServer::Impl {
                     throw_api(400, "'logit_bias' names token " + std::to_string(tid) + ", outside the vocabulary (" +
                                        std::to_string(vocab.n_tokens()) + " tokens)", "logit_bias", "invalid_value");
             gr.logit_bias = job.logit_bias;
+            gr.lora_scales = job.lora.is_null() ? lora_state.global() : lora_state.resolve(parse_lora_field(job.lora), "lora");
             const GenerationRequest more_gr = job.n > 1 ? gr : GenerationRequest{};
             slot = std::make_shared<Slot>(*this, Connection::current());
             // Over the limit: the requests of clients that went away are dropped (here, or by

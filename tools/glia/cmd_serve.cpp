@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "lora_options.h"
 #include "speculative_options.h"
 #include "core/error.h"
 #include "model/model.h"
@@ -87,6 +88,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     add_sampling_options(a);
     a.flag("-v,--verbose", "log every request on stderr");
     add_speculative_options(a);
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
 
 #if !GLIA_HAVE_SERVER
@@ -137,6 +139,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
     const std::string path = model_path(a);
     auto model = load_model(path);
     use_devices(a, *model, eo.n_ctx, eo.n_parallel, eo);
+    const LoraAdapters loras = load_lora_options(a, *model);
+    eo.lora = loras.list();
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
     so.verbose = a.has("-v");
