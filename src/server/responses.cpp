@@ -254,6 +254,20 @@ private:
     json reply_ = {{"role", "assistant"}, {"content", ""}};  // the reply as a chat message
 };
 
+// The chat route's error as this route's: max_tokens is max_output_tokens here.
+json request_error(int status, json body) {
+    if (!body.contains("error") || !body["error"].is_object())
+        return error_json({status, error_message(body, "the request failed"), status >= 500 ? "server_error" : "invalid_request_error", "", ""});
+    json& e = body["error"];
+    if (e.value("param", json()) == "max_tokens") {
+        e["param"] = "max_output_tokens";
+        std::string m = e.value("message", std::string());
+        if (const size_t at = m.find("'max_tokens'"); at != std::string::npos) m.replace(at, 12, "'max_output_tokens'");
+        e["message"] = m;
+    }
+    return body;
+}
+
 void set_error(httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     res.set_content(dump(error_json(e)), "application/json");
@@ -302,8 +316,7 @@ void add_routes(httplib::Server& http, InnerApi inner, std::shared_ptr<Store> st
             relay(chat, res, "text/event-stream", stream_shaper(t, store), [&t, &store](int status, const json& body, httplib::Response& out) {
                 out.status = status;
                 if (status >= 400) {  // the chat route's error, already in OpenAI's shape
-                    out.set_content(body.contains("error") ? dump(body) : dump(error_json({status, error_message(body, "the request failed"), status >= 500 ? "server_error" : "invalid_request_error", "", ""})),
-                                    "application/json");
+                    out.set_content(dump(request_error(status, body)), "application/json");
                     return;
                 }
                 const json response = response_from_chat(body, t);

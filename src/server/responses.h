@@ -8,8 +8,9 @@
 // reasoning and batching are all the chat route's.
 // - instructions become the system message; input (a string, or a list of items: messages
 //   of role user / assistant / system / developer with a string or input_text /
-//   output_text parts, function_call, function_call_output and reasoning items) becomes
-//   the conversation; previous_response_id puts a stored response's conversation first;
+//   output_text parts, function_call, function_call_output and reasoning items, and
+//   item_reference to an output item of a stored response) becomes the conversation;
+//   previous_response_id puts a stored response's conversation first;
 // - tools {type: function, name, description, parameters} become functions; tool_choice
 //   none / auto / required / {type: function, name}; text.format text / json_object /
 //   json_schema {name, schema, strict} becomes response_format; max_output_tokens,

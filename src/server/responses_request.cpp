@@ -69,7 +69,7 @@ std::string text_parts(const json& v, const std::string& where, bool assistant, 
 // items (reasoning, a message, function calls) make one assistant message.
 class Conversation {
 public:
-    explicit Conversation(json& out) : out_(out) {}
+    Conversation(json& out, const Store* store) : out_(out), store_(store) {}
 
     void item(const json& x, const std::string& w) {
         if (!x.is_object()) wrong_type(w, "an object (an input item)", x);
@@ -78,8 +78,9 @@ public:
         else if (type == "function_call") call(x, w);
         else if (type == "function_call_output") output(x, w);
         else if (type == "reasoning") reasoning(x, w);
+        else if (type == "item_reference") item(referenced(x, w), w);
         else bad(w + ".type", "is " + quoted(type) +
-                                  "; this server takes message, function_call, function_call_output and reasoning items");
+                                  "; this server takes message, function_call, function_call_output, reasoning and item_reference items");
     }
 
     void flush() {
@@ -154,7 +155,24 @@ private:
         }
     }
 
+    // An output item of a stored response, by its id: "msg_<base>", "fc_<base>_1" ... are
+    // items of the response "resp_<base>" (responses.cpp names them so).
+    json referenced(const json& x, const std::string& w) const {
+        const std::string& id = need_string(x, "id", w);
+        const size_t a = id.find('_'), b = a == std::string::npos ? a : id.find('_', a + 1);
+        if (store_ && a != std::string::npos) {
+            if (std::optional<Stored> s = store_->get("resp_" + id.substr(a + 1, b == std::string::npos ? b : b - a - 1))) {
+                const json& output = s->response["output"];
+                for (const json& item : output)
+                    if (item.is_object() && item.value("id", std::string()) == id && item.value("type", std::string()) != "item_reference")
+                        return item;
+            }
+        }
+        throw_api(404, "'" + w + ".id' is " + quoted(id) + ": no item of a stored response has that id", w + ".id", "item_not_found");
+    }
+
     json& out_;
+    const Store* store_;
     json cur_;
 };
 
@@ -293,7 +311,7 @@ Translated translate_request(const std::string& text, const Store* store) {
         if (in->is_string()) {
             t.history.push_back({{"role", "user"}, {"content", *in}});
         } else if (in->is_array()) {
-            Conversation conv(t.history);
+            Conversation conv(t.history, store);
             for (size_t i = 0; i < in->size(); ++i) conv.item((*in)[i], at("input", i));
             conv.flush();
         } else {

@@ -153,6 +153,8 @@ await expectError(() => client.responses.create({ model, input: [{ role: 'user',
 await expectError(() => client.responses.create({ model, input, tools: [{ type: 'web_search_preview' }] }), 400, 'tools[0].type',
                   'tools[0].type', 'a hosted tool');
 await expectError(() => client.responses.create({ model, input, temperature: 3 }), 400, 'temperature', 'temperature', 'temperature');
+await expectError(() => client.responses.create({ model, input, max_output_tokens: 100000 }), 400, 'max_output_tokens',
+                  'max_output_tokens', 'max_output_tokens over the limit');
 await expectError(() => client.responses.create({ model: 'no-such-model', input }), 404, undefined, 'no-such-model', 'unknown model');
 await expectError(() => client.responses.create({ model, input, previous_response_id: 'resp_none' }), 404, 'previous_response_id',
                   'resp_none', 'unknown previous_response_id');

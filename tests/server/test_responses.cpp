@@ -113,6 +113,30 @@ TEST(ResponsesRequest, PreviousResponseContinuesItsConversation) {
     EXPECT_EQ(t.chat["messages"][3]["role"], "tool");
     EXPECT_EQ(t.history.size(), 3u);
     EXPECT_EQ(t.echo["previous_response_id"], "resp_1");
+    // item_reference: an output item of a stored response, by its id.
+    store.put("resp_abc", {json{{"id", "resp_abc"},
+                                {"output", json::array({{{"id", "msg_abc"}, {"type", "message"}, {"role", "assistant"},
+                                                         {"content", json::array({{{"type", "output_text"}, {"text", "Hello."}}})}},
+                                                        {{"id", "fc_abc_1"}, {"type", "function_call"}, {"call_id", "call_9"},
+                                                         {"name", "f"}, {"arguments", "{}"}}})}},
+                           json::array()});
+    const rs::Translated r = rs::translate_request(
+        body("", R"([{"role": "user", "content": "Hi"}, {"type": "item_reference", "id": "msg_abc"},
+                     {"type": "item_reference", "id": "fc_abc_1"}, {"type": "function_call_output", "call_id": "call_9", "output": "ok"}])"),
+        &store);
+    ASSERT_EQ(r.chat["messages"].size(), 3u) << r.chat.dump();
+    EXPECT_EQ(r.chat["messages"][1]["content"], "Hello.");
+    EXPECT_EQ(r.chat["messages"][1]["tool_calls"][0]["id"], "call_9");
+    for (const char* id : {"msg_zzz", "fc_abc_2", "nounderscore"}) {
+        try {
+            rs::translate_request(body("", std::string(R"([{"type": "item_reference", "id": ")") + id + "\"}]"), &store);
+            ADD_FAILURE() << "an unknown item was accepted: " << id;
+        } catch (const ApiError& e) {
+            EXPECT_EQ(e.status, 404);
+            EXPECT_EQ(e.param, "input[0].id");
+        }
+    }
+
     // With no input the stored conversation alone is the prompt.
     EXPECT_EQ(rs::translate_request(R"({"model": "m", "previous_response_id": "resp_1"})", &store).chat["messages"].size(), 2u);
 
@@ -149,7 +173,8 @@ TEST(ResponsesRequest, MalformedRequestsNameTheField) {
         {body("", R"([{"role": "user", "content": [{"text": "no type"}]}])"), "input[0].content[0].type"},
         {body("", R"([{"role": "user", "content": [{"type": "input_text"}]}])"), "input[0].content[0].text"},
         {body("", R"([{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}])"), "input[0].content[0].type"},
-        {body("", R"([{"type": "item_reference", "id": "msg_1"}])"), "input[0].type"},
+        {body("", R"([{"type": "computer_call", "id": "cu_1"}])"), "input[0].type"},
+        {body("", R"([{"type": "item_reference"}])"), "input[0].id"},
         {body("", R"([{"type": "function_call", "name": "f", "arguments": "{}"}])"), "input[0].call_id"},
         {body("", R"([{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}])"), "input[0].arguments"},
         {body("", R"([{"type": "function_call_output", "call_id": "c"}])"), "input[0].output"},

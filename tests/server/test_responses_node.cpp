@@ -1,7 +1,8 @@
 // Protocol tests against a real client: the official `openai` npm package drives the
 // Responses API of `glia serve` (tests/server/responses_client.mjs on stories260K with a
 // Qwen 2.5 chat template, whose tool calls the server parses; responses_reasoning.mjs on
-// stories260K with a Qwen 3.5 template, which opens a thought in its generation prompt).
+// stories260K with a Qwen 3.5 template, which opens a thought in its generation prompt), and
+// so does the AI SDK's OpenAI provider (ai_sdk_client.mjs: `ai` and `@ai-sdk/openai`).
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
@@ -31,6 +32,12 @@ void run_client(const std::string& script, const std::string& model, const std::
 TEST(ServerResponsesClient, NodeOpenAIPackage) {
     const std::string tmpl = glia::test::read_text(glia::test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
     run_client("responses_client.mjs", stories_with_chat_template("qwen", tmpl), "glia_server_stories_qwen");
+}
+
+// The AI SDK's OpenAI provider (Responses API): text, stream, a two-step tool run, an object.
+TEST(ServerResponsesClient, NodeAiSdk) {
+    const std::string tmpl = glia::test::read_text(glia::test::shared_path("templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+    run_client("ai_sdk_client.mjs", stories_with_chat_template("qwen", tmpl), "glia_server_stories_qwen");
 }
 
 TEST(ServerResponsesClient, NodeOpenAIPackageReasoning) {
