@@ -161,12 +161,9 @@ private:
         const std::string& id = need_string(x, "id", w);
         const size_t a = id.find('_'), b = a == std::string::npos ? a : id.find('_', a + 1);
         if (store_ && a != std::string::npos) {
-            if (std::optional<Stored> s = store_->get("resp_" + id.substr(a + 1, b == std::string::npos ? b : b - a - 1))) {
-                const json& output = s->response["output"];
-                for (const json& item : output)
-                    if (item.is_object() && item.value("id", std::string()) == id && item.value("type", std::string()) != "item_reference")
-                        return item;
-            }
+            const std::string response = "resp_" + id.substr(a + 1, b == std::string::npos ? b : b - a - 1);
+            if (std::optional<json> item = store_->output_item(response, id); item && item->value("type", std::string()) != "item_reference")
+                return *item;
         }
         throw_api(404, "'" + w + ".id' is " + quoted(id) + ": no item of a stored response has that id", w + ".id", "item_not_found");
     }

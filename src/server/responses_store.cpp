@@ -31,6 +31,21 @@ std::optional<Stored> Store::get(const std::string& id) const {
     return it->second->value;
 }
 
+std::optional<json> Store::output_item(const std::string& id, const std::string& item_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return std::nullopt;
+    const json& response = it->second->value.response;
+    auto output = response.find("output");
+    if (output == response.end() || !output->is_array()) return std::nullopt;
+    for (const json& item : *output) {
+        if (!item.is_object()) continue;
+        auto i = item.find("id");
+        if (i != item.end() && i->is_string() && *i == item_id) return item;
+    }
+    return std::nullopt;
+}
+
 bool Store::erase(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_id_.find(id);

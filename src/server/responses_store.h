@@ -35,6 +35,8 @@ public:
     // bounds hold; a response larger than the byte bound alone is not kept (false).
     bool put(const std::string& id, Stored s);
     std::optional<Stored> get(const std::string& id) const;
+    // The output item `item_id` of the response `id` (without copying the rest of it).
+    std::optional<json> output_item(const std::string& id, const std::string& item_id) const;
     bool erase(const std::string& id);
 
     size_t count() const;

@@ -395,6 +395,11 @@ TEST(ResponsesStore, BoundedInCountAndBytes) {
     EXPECT_FALSE(by_count.get("r0") || by_count.get("r1"));  // the oldest went first
     ASSERT_TRUE(by_count.get("r4").has_value());
     EXPECT_EQ(by_count.get("r4")->response["i"], 4);
+    by_count.put("r5", {json{{"output", json::array({{{"id", "msg_5"}, {"type", "message"}}, {{"id", "fc_5"}, {"type", "function_call"}}})}},
+                        json::array()});
+    ASSERT_TRUE(by_count.output_item("r5", "fc_5").has_value());
+    EXPECT_EQ((*by_count.output_item("r5", "fc_5"))["type"], "function_call");
+    EXPECT_FALSE(by_count.output_item("r5", "fc_6") || by_count.output_item("r9", "fc_5"));
     EXPECT_TRUE(by_count.erase("r3"));
     EXPECT_FALSE(by_count.erase("r3"));
     EXPECT_EQ(by_count.count(), 2u);
