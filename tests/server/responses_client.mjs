@@ -1,7 +1,7 @@
 // Drives `glia serve` (a model with a Hermes/Qwen chat template) through the Responses API
 // with the official `openai` package: responses.create and retrieve, the raw event stream
 // and the responses.stream helper (the same text as the whole reply), previous_response_id
-// against the same conversation sent whole, store: false, a function tool round trip
+// against the same conversation sent whole, store: false and delete, a function tool round trip
 // (whole and streamed), text.format json_schema, and errors in OpenAI's shape naming the field.
 // Usage: node responses_client.mjs BASE_URL MODEL API_KEY. Exits non-zero on the first failure.
 import OpenAI from 'openai';
@@ -65,6 +65,8 @@ const final = await helper.finalResponse();
 // (the text of its message item: this package's stream helper sets no output_text)
 check(final.output[0].content[0].text === whole.output_text && helperText === whole.output_text, 'responses.stream text',
       { final, helperText });
+const keptStream = await client.responses.retrieve(last.response.id);
+check(JSON.stringify(keptStream.output) === JSON.stringify(last.response.output), 'a streamed response is kept', keptStream);
 console.log('ok responses.stream');
 
 // previous_response_id continues the stored conversation: the same prompt as sending it whole.
@@ -96,7 +98,9 @@ check(unkept.store === false && unkept.output_text === whole.output_text, 'store
 await expectError(() => client.responses.retrieve(unkept.id), 404, undefined, unkept.id, 'retrieve an unkept response');
 await expectError(() => client.responses.create({ ...more, previous_response_id: unkept.id, input: 'More' }), 404,
                   'previous_response_id', 'previous_response_id', 'previous_response_id of an unkept response');
-console.log('ok store: false');
+await client.responses.del(keptStream.id);
+await expectError(() => client.responses.retrieve(keptStream.id), 404, undefined, keptStream.id, 'retrieve a deleted response');
+console.log('ok store: false, delete');
 
 // A function tool: a forced call, then its output sent back (by previous_response_id and whole).
 const tools = [{ type: 'function', name: 'get_weather', description: 'The weather in a city.', strict: true,
