@@ -114,6 +114,57 @@ GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t 
     }
 }
 
+// Scores of a tile of at most 4 queries (decode: one token's query heads of a KV head),
+// 4 cells at a time: lane j * 4 + i holds query j against cell i, so a vector does 16 useful
+// products where the query-lane layout (one lane per query) would do nq. Every lane runs
+// the same chain as there, fma(k[d], q[d], acc) for d = 0, 1, ... from 0, so the bits are
+// those of the query-lane kernel. kv holds m widened rows of hd values (hd % 16 == 0);
+// q4[d * 16 + j * 4 + i] = q_j[d]; scores go to s[c * 16 + j] (lanes j >= 4 untouched).
+// Returns the cells done (a multiple of 4); the caller does the rest the usual way.
+GLIA_TARGET_AVX512 int scores_few_queries(const float* kv, int m, int hd, const float* q4, __m512 vscale, float* s) {
+    thread_local std::vector<float> kt;  // 4 cells' rows, 4 x 4 blocks transposed
+    kt.resize(static_cast<size_t>(hd) * 16);
+    const __m512i to_cells = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    int c = 0;
+    for (; c + 16 <= m; c += 16) {
+        // Cells c + 4 b + i, b < 4: their values for d = 16 blk + 4 L + r sit at
+        // kt[b][blk][r][L][i] (unpack / shuffle within 128-bit lanes).
+        for (int b = 0; b < 4; ++b)
+            for (int blk = 0; blk < hd / 16; ++blk) {
+                const float* r = kv + static_cast<size_t>(c + 4 * b) * hd + blk * 16;
+                const __m512 r0 = _mm512_loadu_ps(r), r1 = _mm512_loadu_ps(r + hd), r2 = _mm512_loadu_ps(r + 2 * hd),
+                             r3 = _mm512_loadu_ps(r + 3 * hd);
+                const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+                const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+                float* o = &kt[(static_cast<size_t>(b) * hd + blk * 16) * 4];
+                _mm512_storeu_ps(o, _mm512_shuffle_ps(t0, t2, 0x44));
+                _mm512_storeu_ps(o + 16, _mm512_shuffle_ps(t0, t2, 0xEE));
+                _mm512_storeu_ps(o + 32, _mm512_shuffle_ps(t1, t3, 0x44));
+                _mm512_storeu_ps(o + 48, _mm512_shuffle_ps(t1, t3, 0xEE));
+            }
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; ++d) {
+            const size_t at = static_cast<size_t>(d / 16) * 64 + (d % 4) * 16 + (d % 16) / 4 * 4;
+            const __m512 qd = _mm512_loadu_ps(q4 + static_cast<size_t>(d) * 16);
+            const float* k0 = &kt[at];
+            a0 = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k0)), qd, a0);
+            a1 = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k0 + static_cast<size_t>(hd) * 4)), qd, a1);
+            a2 = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k0 + static_cast<size_t>(hd) * 8)), qd, a2);
+            a3 = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(k0 + static_cast<size_t>(hd) * 12)), qd, a3);
+        }
+        const __m512 acc[4] = {a0, a1, a2, a3};
+        for (int b = 0; b < 4; ++b) {
+            const __m512 v = _mm512_permutexvar_ps(to_cells, _mm512_mul_ps(acc[b], vscale));  // [cell][query]
+            float* o = s + static_cast<size_t>(c + 4 * b) * 16;
+            _mm_storeu_ps(o, _mm512_castps512_ps128(v));
+            _mm_storeu_ps(o + 16, _mm512_extractf32x4_ps(v, 1));
+            _mm_storeu_ps(o + 32, _mm512_extractf32x4_ps(v, 2));
+            _mm_storeu_ps(o + 48, _mm512_extractf32x4_ps(v, 3));
+        }
+    }
+    return c;
+}
+
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
     const int n_groups = (t.nq + 15) / 16;
@@ -130,6 +181,18 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                 qt[h * q_blk + (static_cast<size_t>(j / 16) * t.hd + d) * 16 + j % 16] =
                     t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
     const __m512 vscale = _mm512_set1_ps(t.softcap > 0.0f ? 1.0f : t.scale);
+    // Few queries (decode): each query repeated over 4 lanes, for scores_few_queries.
+    const bool few = t.nq <= 4;
+    thread_local std::vector<float> q4;
+    if (few) {
+        q4.assign(static_cast<size_t>(t.nh) * t.hd * 16, 0.0f);
+        for (int h = 0; h < t.nh; ++h)
+            for (int j = 0; j < t.nq; ++j)
+                for (int d = 0; d < t.hd; ++d)
+                    for (int i = 0; i < 4; ++i)
+                        q4[(static_cast<size_t>(h) * t.hd + d) * 16 + j * 4 + i] =
+                            t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
+    }
 
     // Scores, cell-major per head and group: sc[h][g][c][lane]; a chunk of cells for every
     // head before the next chunk.
@@ -141,7 +204,7 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
             for (int g = 0; g < n_groups; ++g) {
                 const float* q = &qt[h * q_blk + static_cast<size_t>(g) * t.hd * 16];
                 float* s = &sc[h * s_blk + (static_cast<size_t>(g) * t.n + c0) * 16];
-                int c = 0;
+                int c = few ? scores_few_queries(kv.data(), m, t.hd, &q4[static_cast<size_t>(h) * t.hd * 16], vscale, s) : 0;
                 for (; c + 4 <= m; c += 4) {
                     const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
                     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
