@@ -10,10 +10,6 @@
 namespace glia::server::anthropic {
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& what) {
-    throw_api(400, "'" + field + "' " + what, field, "invalid_value");
-}
-
 const json* field(const json& o, const char* name) {
     auto it = o.find(name);
     return it == o.end() || it->is_null() ? nullptr : &*it;
@@ -129,7 +125,7 @@ json messages_of(const json& body) {
     const json* ms = field(body, "messages");
     if (!ms) throw_api(400, "'messages' is required", "messages", "missing_field");
     if (!ms->is_array()) wrong_type("messages", "an array", *ms);
-    if (ms->empty()) bad("messages", "must hold at least one message");
+    if (ms->empty()) invalid_value("messages", "must hold at least one message");
     for (size_t i = 0; i < ms->size(); ++i) {
         const std::string w = "messages[" + std::to_string(i) + "]";
         const json& m = (*ms)[i];
@@ -140,7 +136,7 @@ json messages_of(const json& body) {
         if (!c->is_string() && !c->is_array()) wrong_type(w + ".content", "a string or an array of content blocks", *c);
         if (role == "user") user_turn(*c, w + ".content", out);
         else if (role == "assistant") out.push_back(assistant_turn(*c, w + ".content"));
-        else bad(w + ".role", "is \"" + role.substr(0, 64) + "\"; expected \"user\" or \"assistant\"");
+        else invalid_value(w + ".role", "is \"" + role.substr(0, 64) + "\"; expected \"user\" or \"assistant\"");
     }
     return out;
 }
@@ -163,10 +159,10 @@ void tools_of(const json& body, json& chat) {
             const json& x = (*t)[i];
             if (!x.is_object()) wrong_type(w, "an object", x);
             if (const json* ty = field(x, "type"); ty && (!ty->is_string() || *ty != "custom"))
-                bad(w + ".type", "is " + ty->dump() + "; this server runs only custom tools (name, description, input_schema)");
+                invalid_value(w + ".type", "is " + ty->dump() + "; this server runs only custom tools (name, description, input_schema)");
             const std::string& name = need_string(x, "name", w);
-            if (!valid_name(name)) bad(w + ".name", "is \"" + name.substr(0, 80) + "\"; a tool name is 1 to 64 of A-Z a-z 0-9 _ -");
-            if (!names.insert(name).second) bad(w + ".name", "is \"" + name + "\", the name of an earlier tool; names must be unique");
+            if (!valid_name(name)) invalid_value(w + ".name", "is \"" + name.substr(0, 80) + "\"; a tool name is 1 to 64 of A-Z a-z 0-9 _ -");
+            if (!names.insert(name).second) invalid_value(w + ".name", "is \"" + name + "\", the name of an earlier tool; names must be unique");
             json fn = {{"name", name}};
             if (const json* d = field(x, "description")) {
                 if (!d->is_string()) wrong_type(w + ".description", "a string", *d);
@@ -189,33 +185,25 @@ void tools_of(const json& body, json& chat) {
             chat["tool_choice"] = type;
             return;
         }
-        if (type != "any" && type != "tool") bad("tool_choice.type", "is \"" + type.substr(0, 64) + "\"; expected auto, any, tool or none");
-        if (!chat.contains("tools")) bad("tool_choice", "asks for a tool call but 'tools' is empty");
+        if (type != "any" && type != "tool") invalid_value("tool_choice.type", "is \"" + type.substr(0, 64) + "\"; expected auto, any, tool or none");
+        if (!chat.contains("tools")) invalid_value("tool_choice", "asks for a tool call but 'tools' is empty");
         if (type == "any") {
             chat["tool_choice"] = "required";
             return;
         }
         const std::string& name = need_string(*c, "name", "tool_choice");
-        if (!names.count(name)) bad("tool_choice.name", "is \"" + name.substr(0, 80) + "\", not one of the tools");
+        if (!names.count(name)) invalid_value("tool_choice.name", "is \"" + name.substr(0, 80) + "\", not one of the tools");
         chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
     }
 }
 
-double number(const json& body, const char* name, double lo, double hi) {
-    const json& v = body[name];
-    if (!v.is_number()) wrong_type(name, "a number", v);
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-        bad(name, "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v.dump());
-    return x;
-}
 
 int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi) {
     const json& v = body[name];
     if (!v.is_number_integer()) wrong_type(name, "an integer", v);
     // (a value above INT64_MAX is unsigned; anything else reads as int64_t)
     if ((v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-        bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + v.dump());
+        invalid_value(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + v.dump());
     return v.get<int64_t>();
 }
 
@@ -240,15 +228,15 @@ Translated translate_request(const std::string& text, bool count_only) {
         if (!field(body, "max_tokens")) throw_api(400, "'max_tokens' is required", "max_tokens", "missing_field");
         chat["max_tokens"] = integer(body, "max_tokens", 1, INT32_MAX);
     }
-    if (field(body, "temperature")) chat["temperature"] = number(body, "temperature", 0, 1);
+    if (field(body, "temperature")) chat["temperature"] = number_between(body, "temperature", 0, 1);
     if (field(body, "top_p")) {
-        chat["top_p"] = number(body, "top_p", 0, 1);
-        if (chat["top_p"].get<double>() <= 0) bad("top_p", "must be greater than 0");
+        chat["top_p"] = number_between(body, "top_p", 0, 1);
+        if (chat["top_p"].get<double>() <= 0) invalid_value("top_p", "must be greater than 0");
     }
     if (field(body, "top_k")) chat["top_k"] = integer(body, "top_k", 0, INT32_MAX);
     if (const json* st = field(body, "stop_sequences")) {
         if (!st->is_array()) wrong_type("stop_sequences", "an array of strings", *st);
-        if (st->size() > 16) bad("stop_sequences", "holds " + std::to_string(st->size()) + " sequences; at most 16");
+        if (st->size() > 16) invalid_value("stop_sequences", "holds " + std::to_string(st->size()) + " sequences; at most 16");
         for (size_t i = 0; i < st->size(); ++i)
             if (!(*st)[i].is_string()) wrong_type("stop_sequences[" + std::to_string(i) + "]", "a string", (*st)[i]);
         if (!st->empty()) chat["stop"] = *st;
@@ -272,7 +260,7 @@ Translated translate_request(const std::string& text, bool count_only) {
     if (const json* th = field(body, "thinking")) {
         if (!th->is_object()) wrong_type("thinking", "an object", *th);
         const std::string& type = need_string(*th, "type", "thinking");
-        if (type != "enabled" && type != "disabled") bad("thinking.type", "is \"" + type.substr(0, 64) + "\"; expected enabled or disabled");
+        if (type != "enabled" && type != "disabled") invalid_value("thinking.type", "is \"" + type.substr(0, 64) + "\"; expected enabled or disabled");
         if (const json* b = field(*th, "budget_tokens"); b && !b->is_number_integer())
             wrong_type("thinking.budget_tokens", "an integer", *b);
         kwargs["enable_thinking"] = type == "enabled";

@@ -54,6 +54,19 @@ const char* json_kind(const json& v) {
     throw_api(400, "'" + field + "' must be " + want + ", got " + json_kind(got), field, "invalid_type");
 }
 
+[[noreturn]] void invalid_value(const std::string& field, const std::string& what) {
+    throw_api(400, "'" + field + "' " + what, field, "invalid_value");
+}
+
+double number_between(const json& body, const char* name, double lo, double hi) {
+    const json& v = body[name];
+    if (!v.is_number()) wrong_type(name, "a number", v);
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        invalid_value(name, "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v.dump());
+    return x;
+}
+
 namespace {
 
 // The field if present and not null.

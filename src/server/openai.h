@@ -36,6 +36,10 @@ std::string dump(const json& j);
 const char* json_kind(const json& v);
 // A 400 naming the field: "'field' must be WANT, got KIND" (code invalid_type).
 [[noreturn]] void wrong_type(const std::string& field, const char* want, const json& got);
+// A 400 naming the field: "'field' WHAT" (code invalid_value).
+[[noreturn]] void invalid_value(const std::string& field, const std::string& what);
+// body[name] as a finite number in [lo, hi], else a 400 naming it (the field must be present).
+double number_between(const json& body, const char* name, double lo, double hi);
 
 enum class Endpoint { CHAT, COMPLETION };
 

@@ -10,10 +10,6 @@
 namespace glia::server::responses {
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& what) {
-    throw_api(400, "'" + field + "' " + what, field, "invalid_value");
-}
-
 [[noreturn]] void missing(const std::string& field) { throw_api(400, "'" + field + "' is required", field, "missing_field"); }
 
 const json* field(const json& o, const char* name) {
@@ -59,7 +55,7 @@ std::string text_parts(const json& v, const std::string& where, bool assistant, 
         if (i) s += sep;
         if (t == "input_text" || t == "output_text") s += need_string(v[i], "text", w);
         else if (t == "refusal" && assistant) s += need_string(v[i], "refusal", w);
-        else bad(w + ".type", "is " + quoted(t) + "; this server takes input_text and output_text parts" +
+        else invalid_value(w + ".type", "is " + quoted(t) + "; this server takes input_text and output_text parts" +
                                   (assistant ? " (and refusal)" : "") + " here");
     }
     return s;
@@ -79,7 +75,7 @@ public:
         else if (type == "function_call_output") output(x, w);
         else if (type == "reasoning") reasoning(x, w);
         else if (type == "item_reference") item(referenced(x, w), w);
-        else bad(w + ".type", "is " + quoted(type) +
+        else invalid_value(w + ".type", "is " + quoted(type) +
                                   "; this server takes message, function_call, function_call_output, reasoning and item_reference items");
     }
 
@@ -106,7 +102,7 @@ private:
             return;
         }
         if (role != "user" && role != "system" && role != "developer")
-            bad(w + ".role", "is " + quoted(role) + "; expected user, assistant, system or developer");
+            invalid_value(w + ".role", "is " + quoted(role) + "; expected user, assistant, system or developer");
         flush();
         out_.push_back({{"role", role == "user" ? "user" : "system"}, {"content", text_parts(*c, w + ".content", false, "\n")}});
     }
@@ -143,7 +139,7 @@ private:
                 if (!p.is_object()) wrong_type(at(wk, i), "an object", p);
                 const std::string& t = need_string(p, "type", at(wk, i));
                 if (t != "reasoning_text" && t != "summary_text")
-                    bad(at(wk, i) + ".type", "is " + quoted(t) + "; expected reasoning_text or summary_text");
+                    invalid_value(at(wk, i) + ".type", "is " + quoted(t) + "; expected reasoning_text or summary_text");
                 s += need_string(p, "text", at(wk, i));
             }
             if (thought.empty()) thought = s;
@@ -193,10 +189,10 @@ void tools_of(const json& body, json& chat, json& echo) {
             if (!x.is_object()) wrong_type(w, "an object", x);
             const std::string& type = need_string(x, "type", w);
             if (type != "function")
-                bad(w + ".type", "is " + quoted(type) + "; this server runs only function tools (name, description, parameters)");
+                invalid_value(w + ".type", "is " + quoted(type) + "; this server runs only function tools (name, description, parameters)");
             const std::string& name = need_string(x, "name", w);
-            if (!valid_name(name)) bad(w + ".name", "is " + quoted(name) + "; a function name is 1 to 64 of A-Z a-z 0-9 _ . -");
-            if (!names.insert(name).second) bad(w + ".name", "is " + quoted(name) + ", the name of an earlier tool; names must be unique");
+            if (!valid_name(name)) invalid_value(w + ".name", "is " + quoted(name) + "; a function name is 1 to 64 of A-Z a-z 0-9 _ . -");
+            if (!names.insert(name).second) invalid_value(w + ".name", "is " + quoted(name) + ", the name of an earlier tool; names must be unique");
             json fn = {{"name", name}};
             const std::string desc = opt_string(x, "description", w);
             if (!desc.empty()) fn["description"] = desc;
@@ -217,14 +213,14 @@ void tools_of(const json& body, json& chat, json& echo) {
     if (const json* c = field(body, "tool_choice")) {
         if (c->is_string()) {
             const std::string v = c->get<std::string>();
-            if (v != "none" && v != "auto" && v != "required") bad("tool_choice", "is " + quoted(v) + "; expected none, auto, required or a function");
-            if (v == "required" && names.empty()) bad("tool_choice", "asks for a tool call but 'tools' is empty");
+            if (v != "none" && v != "auto" && v != "required") invalid_value("tool_choice", "is " + quoted(v) + "; expected none, auto, required or a function");
+            if (v == "required" && names.empty()) invalid_value("tool_choice", "asks for a tool call but 'tools' is empty");
             chat["tool_choice"] = v;
         } else if (c->is_object()) {
             const std::string& type = need_string(*c, "type", "tool_choice");
-            if (type != "function") bad("tool_choice.type", "is " + quoted(type) + "; this server takes function");
+            if (type != "function") invalid_value("tool_choice.type", "is " + quoted(type) + "; this server takes function");
             const std::string& name = need_string(*c, "name", "tool_choice");
-            if (!names.count(name)) bad("tool_choice.name", "is " + quoted(name) + ", not one of the tools");
+            if (!names.count(name)) invalid_value("tool_choice.name", "is " + quoted(name) + ", not one of the tools");
             chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
         } else {
             wrong_type("tool_choice", "a string or an object", *c);
@@ -258,19 +254,11 @@ void format_of(const json& body, json& chat, json& echo) {
         if (field(*f, "description")) js["description"] = opt_string(*f, "description", "text.format");
         chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
     } else if (type != "text") {
-        bad("text.format.type", "is " + quoted(type) + "; expected text, json_object or json_schema");
+        invalid_value("text.format.type", "is " + quoted(type) + "; expected text, json_object or json_schema");
     }
     echo["text"] = {{"format", *f}};
 }
 
-double number(const json& body, const char* name, double lo, double hi) {
-    const json& v = body[name];
-    if (!v.is_number()) wrong_type(name, "a number", v);
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-        bad(name, "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v.dump());
-    return x;
-}
 
 }  // namespace
 
@@ -332,14 +320,14 @@ Translated translate_request(const std::string& text, const Store* store) {
     if (const json* m = field(body, "max_output_tokens")) {
         if (!m->is_number_integer()) wrong_type("max_output_tokens", "an integer", *m);
         if ((m->is_number_unsigned() && m->get<uint64_t>() > uint64_t(INT32_MAX)) || m->get<int64_t>() < 1 || m->get<int64_t>() > INT32_MAX)
-            bad("max_output_tokens", "must be between 1 and " + std::to_string(INT32_MAX) + ", got " + m->dump());
+            invalid_value("max_output_tokens", "must be between 1 and " + std::to_string(INT32_MAX) + ", got " + m->dump());
         chat["max_tokens"] = *m;
         echo["max_output_tokens"] = *m;
     }
     echo["temperature"] = nullptr;
     echo["top_p"] = nullptr;
-    if (field(body, "temperature")) echo["temperature"] = chat["temperature"] = number(body, "temperature", 0, 2);
-    if (field(body, "top_p")) echo["top_p"] = chat["top_p"] = number(body, "top_p", 0, 1);
+    if (field(body, "temperature")) echo["temperature"] = chat["temperature"] = number_between(body, "temperature", 0, 2);
+    if (field(body, "top_p")) echo["top_p"] = chat["top_p"] = number_between(body, "top_p", 0, 1);
     // The chat route's own sampling fields (not in the Responses API), validated there.
     for (const char* k : {"stop", "seed", "top_k", "min_p", "presence_penalty", "frequency_penalty", "lora"})
         if (const json* v = field(body, k)) chat[k] = *v;
@@ -357,10 +345,10 @@ Translated translate_request(const std::string& text, const Store* store) {
     }
     if (const json* b = field(body, "background")) {
         if (!b->is_boolean()) wrong_type("background", "a boolean", *b);
-        if (b->get<bool>()) bad("background", "is true; this server answers requests while they are open only");
+        if (b->get<bool>()) invalid_value("background", "is true; this server answers requests while they are open only");
     }
     if (field(body, "conversation"))
-        bad("conversation", "is not supported here; continue a conversation with previous_response_id or the whole input");
+        invalid_value("conversation", "is not supported here; continue a conversation with previous_response_id or the whole input");
     echo["metadata"] = json::object();
     if (const json* m = field(body, "metadata")) {
         if (!m->is_object()) wrong_type("metadata", "an object", *m);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "server_fixture.h"
 #include "test_util.h"
 
 namespace glia::test::server {
@@ -54,6 +55,24 @@ inline NodeClients node_clients() {
     }
     n.dir = dir.string();
     return n;
+}
+
+// Runs SCRIPT from the clients' folder against a server on `model` (4096 cells, 4 slots, API
+// key test-key) as `node SCRIPT URL MODEL_ID test-key`; the script prints "ALL OK" when every
+// check passed.
+inline void run_node_client(const std::string& script, const std::string& model, const std::string& model_id) {
+    const NodeClients node = node_clients();
+    if (node.dir.empty()) {
+        if (node.failed) FAIL() << node.why;
+        GTEST_SKIP() << node.why;
+    }
+    ServerProcess srv(model, {"-c", "4096", "--parallel", "4", "--api-key", "test-key"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    std::string out;
+    const std::string cmd = "cd " + shell_quote(node.dir) + " && node " + script + " " + shell_quote(srv.url()) + " " +
+                            model_id + " test-key 2>&1";
+    EXPECT_EQ(glia::test::run_command(cmd, &out), 0) << cmd << "\n" << out << "\nserver log:\n" << srv.log();
+    EXPECT_NE(out.find("ALL OK"), std::string::npos) << out;
 }
 
 }  // namespace glia::test::server
