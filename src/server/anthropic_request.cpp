@@ -5,7 +5,7 @@
 #include <set>
 
 #include "server/anthropic.h"
-#include "server/json_depth.h"
+#include "server/json_body.h"
 
 namespace glia::server::anthropic {
 namespace {
@@ -210,10 +210,7 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi) {
 }  // namespace
 
 Translated translate_request(const std::string& text, bool count_only) {
-    check_json_depth(text);  // before anything walks it
-    json body = json::parse(text, nullptr, false);
-    if (body.is_discarded()) throw_api(400, "the request body is not valid JSON", "", "invalid_json");
-    if (!body.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+    json body = parse_body_object(text);  // depth first, then errors that say where (json_body.h)
 
     Translated t;
     json& chat = t.chat;

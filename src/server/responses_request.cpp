@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "server/json_depth.h"
+#include "server/json_body.h"
 #include "server/responses.h"
 
 namespace glia::server::responses {
@@ -263,10 +263,7 @@ void format_of(const json& body, json& chat, json& echo) {
 }  // namespace
 
 Translated translate_request(const std::string& text, const Store* store) {
-    check_json_depth(text);  // before anything walks it
-    json body = json::parse(text, nullptr, false);
-    if (body.is_discarded()) throw_api(400, "the request body is not valid JSON", "", "invalid_json");
-    if (!body.is_object()) throw_api(400, "the request body must be a JSON object", "", "invalid_json");
+    json body = parse_body_object(text);  // depth first, then errors that say where (json_body.h)
 
     Translated t;
     json& chat = t.chat;

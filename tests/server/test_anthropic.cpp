@@ -122,6 +122,36 @@ TEST(AnthropicRequest, MalformedRequestsNameTheField) {
                  ApiError);
 }
 
+// The body is read as every route reads it (json_body.h): a syntax error names its byte
+// offset and the field it is in, invalid UTF-8 the byte, its offset and the field.
+TEST(AnthropicRequest, BodyErrorsSayWhere) {
+    try {
+        anthropic::translate_request(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"},]})", false);
+        ADD_FAILURE() << "accepted a trailing comma";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.code, "invalid_json");
+        EXPECT_EQ(e.param, "messages[1]") << e.message;
+        EXPECT_NE(e.message.find("at byte offset 78"), std::string::npos) << e.message;
+    }
+    try {
+        anthropic::translate_request("{\"model\": \"m\xc0\", \"max_tokens\": 8}", false);
+        ADD_FAILURE() << "accepted invalid UTF-8";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.code, "invalid_utf8");
+        EXPECT_EQ(e.param, "model") << e.message;
+        EXPECT_NE(e.message.find("byte 0xc0 at offset 12"), std::string::npos) << e.message;
+    }
+    try {
+        anthropic::translate_request("\"hi\"", true);
+        ADD_FAILURE() << "accepted a string";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.code, "invalid_json");
+        EXPECT_NE(e.message.find("must be a JSON object, not string"), std::string::npos) << e.message;
+    }
+}
+
 TEST(AnthropicResponse, ErrorShape) {
     const json e = anthropic::error_body(400, "'max_tokens' is required");
     EXPECT_EQ(e["type"], "error");

@@ -2,7 +2,8 @@
 // reads (a GET with a body) is dropped, never run as the next request (request
 // smuggling); Content-Length with chunked, lengths that disagree or are not numbers are
 // refused with 400 and the connection closed; a 100 KB request line gets 414 and a huge
-// header 431 (answered, not a silent close); /tokenize says where a body is not UTF-8.
+// header 431 (answered, not a silent close); /tokenize, /v1/responses and /v1/messages say
+// where a body is not UTF-8 or not JSON.
 #if GLIA_HAVE_SERVER
 #include <gtest/gtest.h>
 
@@ -172,6 +173,24 @@ TEST_F(ServerFraming, TokenizeNamesTheFieldAndOffsetOfInvalidUtf8) {
     r = exchange(post("/detokenize", "{\"tokens\": [1, 2,]}"), 3.0);
     EXPECT_EQ(RawConn::status_of(r), 400) << r;
     EXPECT_EQ(body_of(r)["error"]["param"], "tokens[2]") << r;
+}
+
+// The Responses and Messages routes read their bodies as the other routes do
+// (json_body.h): a syntax error's byte offset and field, invalid UTF-8's byte and offset.
+TEST_F(ServerFraming, ResponsesAndMessagesBodiesSayWhere) {
+    std::string r = exchange(post("/v1/responses", R"({"model": "m", "input": [1,]})"), 3.0);
+    EXPECT_EQ(RawConn::status_of(r), 400) << r;
+    json e = body_of(r)["error"];
+    EXPECT_EQ(e["code"], "invalid_json") << r;
+    EXPECT_EQ(e["param"], "input[1]") << r;
+    EXPECT_NE(e["message"].get<std::string>().find("at byte offset 27"), std::string::npos) << r;
+    r = exchange(post("/v1/messages", "{\"model\": \"m\xff\", \"max_tokens\": 8}"), 3.0);
+    EXPECT_EQ(RawConn::status_of(r), 400) << r;
+    EXPECT_EQ(body_of(r)["type"], "error") << r;  // Anthropic's shape
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("byte 0xff at offset 12"), std::string::npos) << r;
+    r = exchange(post("/v1/messages/count_tokens", "[]"), 3.0);
+    EXPECT_EQ(RawConn::status_of(r), 400) << r;
+    EXPECT_NE(r.find("must be a JSON object, not array"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -230,6 +230,36 @@ TEST(ResponsesRequest, MalformedRequestsNameTheField) {
     EXPECT_THROW(rs::translate_request(body(R"(, "metadata": )" + std::string(500, '[') + std::string(500, ']')), nullptr), ApiError);
 }
 
+// The body is read as every route reads it (json_body.h): a syntax error names its byte
+// offset and the field it is in, invalid UTF-8 the byte, its offset and the field.
+TEST(ResponsesRequest, BodyErrorsSayWhere) {
+    try {
+        rs::translate_request(R"({"model": "m", "input": [1,]})", nullptr);
+        ADD_FAILURE() << "accepted a trailing comma";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.code, "invalid_json");
+        EXPECT_EQ(e.param, "input[1]") << e.message;
+        EXPECT_NE(e.message.find("at byte offset 27"), std::string::npos) << e.message;
+    }
+    try {
+        rs::translate_request("{\"model\": \"m\", \"input\": \"ab\xff\"}", nullptr);
+        ADD_FAILURE() << "accepted invalid UTF-8";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.code, "invalid_utf8");
+        EXPECT_EQ(e.param, "input") << e.message;
+        EXPECT_NE(e.message.find("byte 0xff at offset 27"), std::string::npos) << e.message;
+    }
+    try {
+        rs::translate_request("[1, 2]", nullptr);
+        ADD_FAILURE() << "accepted an array";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.code, "invalid_json");
+        EXPECT_NE(e.message.find("must be a JSON object, not array"), std::string::npos) << e.message;
+    }
+}
+
 json chat_reply(const json& message, const char* finish) {
     return json{{"id", "chatcmpl-abc"}, {"created", 1700000000}, {"model", "m"},
                 {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", finish}}})},
