@@ -3,6 +3,8 @@
 #if GLIA_HAVE_SERVER
 #include "server/responses.h"
 
+#include "server/responses_items.h"
+
 namespace glia::server::responses {
 namespace {
 
@@ -98,7 +100,8 @@ void keep(Store* store, const Translated& t, const json& response, const json& r
     if (!store || !t.store) return;
     json messages = t.history;
     messages.push_back(reply);
-    store->put(response["id"].get<std::string>(), {response, std::move(messages)});
+    const std::string id = response["id"].get<std::string>();
+    store->put(id, {response, std::move(messages), with_ids(t.input_items, id.substr(id.find('_') + 1))});
 }
 
 std::string sse(json data, int& seq) {
@@ -335,6 +338,16 @@ void add_routes(httplib::Server& http, InnerApi inner, std::shared_ptr<Store> st
         const std::string id = req.matches[1];
         if (auto s = store->get(id)) return res.set_content(dump(s->response), "application/json");
         set_error(res, not_found(id));
+    });
+    http.Get(R"(/v1/responses/([^/]+)/input_items)", [store, not_found](const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1];
+        const std::optional<json> items = store->input_items(id);
+        if (!items) return set_error(res, not_found(id));
+        try {
+            res.set_content(dump(list_input_items(*items, req.params)), "application/json");
+        } catch (const ApiError& e) {
+            set_error(res, e);
+        }
     });
     http.Delete(R"(/v1/responses/([^/]+))", [store, not_found](const httplib::Request& req, httplib::Response& res) {
         const std::string id = req.matches[1];

@@ -1,5 +1,6 @@
 // OpenAI's Responses API on the same port: POST /v1/responses (whole or streamed),
-// GET /v1/responses/{id} and DELETE /v1/responses/{id}, for the `openai` package's
+// GET /v1/responses/{id}, DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items
+// (responses_items.h), for the `openai` package's
 // client.responses and the tools built on it (the AI SDK's OpenAI provider ...).
 //
 // A request is validated here (a 400 in OpenAI's error shape names the field, e.g.
@@ -37,6 +38,7 @@ namespace glia::server::responses {
 struct Translated {
     json chat;     // the /v1/chat/completions body
     json history;  // its conversation without the instructions (what a stored response keeps)
+    json input_items = json::array();  // its own input as items, without ids yet (responses_items.h)
     json echo;     // the request's settings as the response object repeats them
     bool stream = false;
     bool store = true;
@@ -57,7 +59,8 @@ json assistant_message(const json& chat);
 // kept in `store` (when not null and the request allows).
 std::shared_ptr<StreamShaper> stream_shaper(const Translated& t, std::shared_ptr<Store> store);
 
-// Registers POST /v1/responses, GET and DELETE /v1/responses/{id}, with a store of its own.
+// Registers POST /v1/responses, GET and DELETE /v1/responses/{id} and
+// GET /v1/responses/{id}/input_items, with a store of its own.
 void add_routes(httplib::Server& http, InnerApi inner, std::shared_ptr<Store> store = std::make_shared<Store>());
 
 }  // namespace glia::server::responses

@@ -6,6 +6,7 @@
 
 #include "server/json_body.h"
 #include "server/responses.h"
+#include "server/responses_items.h"
 
 namespace glia::server::responses {
 namespace {
@@ -67,16 +68,18 @@ class Conversation {
 public:
     Conversation(json& out, const Store* store) : out_(out), store_(store) {}
 
-    void item(const json& x, const std::string& w) {
+    // Adds one input item; returns it as the response keeps it (responses_items.h).
+    json item(const json& x, const std::string& w) {
         if (!x.is_object()) wrong_type(w, "an object (an input item)", x);
         const std::string type = opt_string(x, "type", w, "message");
         if (type == "message") message(x, w);
         else if (type == "function_call") call(x, w);
         else if (type == "function_call_output") output(x, w);
         else if (type == "reasoning") reasoning(x, w);
-        else if (type == "item_reference") item(referenced(x, w), w);
+        else if (type == "item_reference") return item(referenced(x, w), w);
         else invalid_value(w + ".type", "is " + quoted(type) +
                                   "; this server takes message, function_call, function_call_output, reasoning and item_reference items");
+        return input_item(x);
     }
 
     void flush() {
@@ -292,9 +295,10 @@ Translated translate_request(const std::string& text, const Store* store) {
     if (const json* in = field(body, "input")) {
         if (in->is_string()) {
             t.history.push_back({{"role", "user"}, {"content", *in}});
+            t.input_items.push_back(input_item({{"type", "message"}, {"role", "user"}, {"content", *in}}));
         } else if (in->is_array()) {
             Conversation conv(t.history, store);
-            for (size_t i = 0; i < in->size(); ++i) conv.item((*in)[i], at("input", i));
+            for (size_t i = 0; i < in->size(); ++i) t.input_items.push_back(conv.item((*in)[i], at("input", i)));
             conv.flush();
         } else {
             wrong_type("input", "a string or an array of input items", *in);

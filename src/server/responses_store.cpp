@@ -13,7 +13,7 @@ void Store::drop(std::list<Entry>::iterator it) {
 bool Store::put(const std::string& id, Stored s) {
     // What a response costs: its JSON texts and its id (the containers' overhead is small
     // beside them and bounded by the count).
-    const size_t size = dump(s.response).size() + dump(s.messages).size() + id.size();
+    const size_t size = dump(s.response).size() + dump(s.messages).size() + dump(s.input_items).size() + id.size();
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = by_id_.find(id); it != by_id_.end()) drop(it->second);
     if (size > max_bytes_ || max_count_ == 0) return false;
@@ -44,6 +44,13 @@ std::optional<json> Store::output_item(const std::string& id, const std::string&
         if (i != item.end() && i->is_string() && *i == item_id) return item;
     }
     return std::nullopt;
+}
+
+std::optional<json> Store::input_items(const std::string& id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return std::nullopt;
+    return it->second->value.input_items;
 }
 
 bool Store::erase(const std::string& id) {

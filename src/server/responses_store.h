@@ -15,12 +15,14 @@
 
 namespace glia::server::responses {
 
-// One kept response: its object as the client got it, and the conversation it ends as
-// chat messages (the input of every response before it and its own output, without the
-// instructions, which a response naming it as previous does not inherit).
+// One kept response: its object as the client got it, the conversation it ends as chat
+// messages (the input of every response before it and its own output, without the
+// instructions, which a response naming it as previous does not inherit), and its own
+// input items with their ids (responses_items.h).
 struct Stored {
     json response;
     json messages;
+    json input_items = json::array();
 };
 
 class Store {
@@ -37,6 +39,8 @@ public:
     std::optional<Stored> get(const std::string& id) const;
     // The output item `item_id` of the response `id` (without copying the rest of it).
     std::optional<json> output_item(const std::string& id, const std::string& item_id) const;
+    // The input items of the response `id` (without copying the rest of it).
+    std::optional<json> input_items(const std::string& id) const;
     bool erase(const std::string& id);
 
     size_t count() const;

@@ -271,7 +271,7 @@ struct HttpServer::Impl {
             if (res.status == 404) {
                 e.message = "no route " + req.method + " " + req.path +
                             " (routes: GET / (the chat page), POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, "
-                            "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, "
+                            "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items, "
                             "GET /health, GET /metrics, GET /props, POST /tokenize, POST /detokenize, POST /infill, GET and POST /lora-adapters, "
                             "ollama's POST /api/chat, /api/generate, /api/embed, /api/show, GET /api/tags, /api/ps, /api/version)";
                 e.type = "not_found_error";

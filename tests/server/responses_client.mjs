@@ -1,8 +1,9 @@
 // Drives `glia serve` (a model with a Hermes/Qwen chat template) through the Responses API
 // with the official `openai` package: responses.create and retrieve, the raw event stream
 // and the responses.stream helper (the same text as the whole reply), previous_response_id
-// against the same conversation sent whole, store: false and delete, a function tool round trip
-// (whole and streamed), text.format json_schema, and errors in OpenAI's shape naming the field.
+// against the same conversation sent whole, store: false and delete, the input items
+// (responses.inputItems.list, page by page), a function tool round trip (whole and streamed),
+// text.format json_schema, and errors in OpenAI's shape naming the field.
 // Usage: node responses_client.mjs BASE_URL MODEL API_KEY. Exits non-zero on the first failure.
 import OpenAI from 'openai';
 
@@ -101,6 +102,27 @@ await expectError(() => client.responses.create({ ...more, previous_response_id:
 await client.responses.del(keptStream.id);
 await expectError(() => client.responses.retrieve(keptStream.id), 404, undefined, keptStream.id, 'retrieve a deleted response');
 console.log('ok store: false, delete');
+
+// The input items: a response's own input (not its previous response's), newest first unless
+// asked; the client's pages follow has_more and after.
+const items = await client.responses.inputItems.list(whole.id);
+check(items.data.length === 1 && items.has_more === false, 'input items of a string input', items.data);
+const item0 = items.data[0];
+check(item0.type === 'message' && item0.role === 'user' && typeof item0.id === 'string' && item0.content[0].type === 'input_text' &&
+      item0.content[0].text === input, 'the input as a message item', item0);
+const nextItems = await client.responses.inputItems.list(next.id);
+check(nextItems.data.length === 1 && nextItems.data[0].content[0].text === 'More', 'only its own input items', nextItems.data);
+const paged = [];
+for await (const it of client.responses.inputItems.list(sent.id, { limit: 1, order: 'asc' })) paged.push(it);
+check(paged.length === whole.output.length + 2 && paged[0].content[0].text === input && paged.at(-1).content[0].text === 'More' &&
+      new Set(paged.map((i) => i.id)).size === paged.length, 'input items page by page', paged);
+check(JSON.stringify(paged.slice(1, -1).map((i) => i.id)) === JSON.stringify(whole.output.map((o) => o.id)), 'given ids kept', paged);
+const desc = await client.responses.inputItems.list(sent.id);
+check(JSON.stringify(desc.data.map((i) => i.id)) === JSON.stringify(paged.map((i) => i.id).reverse()), 'newest first', desc.data);
+await expectError(() => client.responses.inputItems.list(sent.id, { limit: 0 }), 400, 'limit', 'limit', 'input items limit 0');
+await expectError(() => client.responses.inputItems.list(sent.id, { after: 'msg_none' }), 400, 'after', 'msg_none', 'input items after');
+await expectError(() => client.responses.inputItems.list(keptStream.id), 404, undefined, keptStream.id, 'input items of a deleted response');
+console.log('ok input items');
 
 // A function tool: a forced call, then its output sent back (by previous_response_id and whole).
 const tools = [{ type: 'function', name: 'get_weather', description: 'The weather in a city.', strict: true,
