@@ -87,14 +87,16 @@ TEST(Attention, TileKernelMatchesScalar) {
 }
 
 // A query's outputs do not depend on the tile it is computed in: each query of a tile of
-// 17 (window and soft-cap cases too), run alone over just its own cells, gives the same
-// bits. Prompts and decode then agree (runtime: PrefillDecodeBits.*).
+// 17 (window and soft-cap cases too, tiles starting on and off a chunk boundary), run alone
+// over just its own cells, gives the same bits. Prompts and decode then agree (runtime:
+// PrefillDecodeBits.*).
 TEST(Attention, QueryAloneGivesItsTileBits) {
     std::vector<const AttnKernels*> levels = {&cpu::simd::attn_kernels(Isa::Scalar)};
     if (cpu::simd::isa_supported(Isa::Avx512)) levels.push_back(&cpu::simd::attn_kernels(Isa::Avx512));
     for (const AttnKernels* kern : levels)
         for (int window : {0, 40})
-            for (float cap : {0.0f, 30.0f}) {
+            for (float cap : {0.0f, 30.0f})
+            for (int pos0 : {0, 77}) {
                 const int hd = 64, nq = 17, n = 150;
                 std::mt19937 rng(5 + window);
                 Cache k(rng, n, hd, 1.0f), v(rng, n, hd, 1.0f);
@@ -117,6 +119,7 @@ TEST(Attention, QueryAloneGivesItsTileBits) {
                 t.hi = hi.data();
                 t.scale = 0.125f;
                 t.softcap = cap;
+                t.pos0 = pos0;
                 std::vector<float> all(size_t(nq) * hd);
                 t.out = all.data();
                 t.out_stride = size_t(hd);
@@ -129,13 +132,14 @@ TEST(Attention, QueryAloneGivesItsTileBits) {
                     a.k = k.rows.data() + lo[j];
                     a.v = v.rows.data() + lo[j];
                     a.n = hi1;
+                    a.pos0 = t.pos0 + lo[j];
                     a.lo = &lo1;
                     a.hi = &hi1;
                     std::vector<float> one(static_cast<size_t>(hd));
                     a.out = one.data();
                     kern->tile(a);
                     EXPECT_EQ(0, std::memcmp(one.data(), all.data() + size_t(j) * hd, sizeof(float) * hd))
-                        << "query " << j << " window " << window << " cap " << cap
+                        << "query " << j << " window " << window << " cap " << cap << " pos0 " << pos0
                         << (kern == levels[0] ? " (scalar)" : " (avx512)");
                 }
             }

@@ -135,6 +135,7 @@ TEST(AttentionKvTypes, TilesAgreeAcrossLevelsAndQueryAlone) {
                 const int n_kv = 2, nq = 13, n = 170;
                 Cache k(rng, tk.dtype, n, hd * n_kv, 1.0f), v(rng, tv.dtype, n, hd * n_kv, 1.0f);
                 TileRun tr = make_tile(rng, k, v, tk, tv, hd, nq, n, 1, hd == 16 ? 50 : 0);
+                tr.t.pos0 = hd == 16 ? 0 : 100;  // chunk boundaries at cells 28 and 156
                 const std::string what = std::string(dtype_name(tk.dtype)) + "/" + dtype_name(tv.dtype) + " hd " +
                                          std::to_string(hd);
                 std::vector<std::vector<float>> outs;
@@ -151,6 +152,7 @@ TEST(AttentionKvTypes, TilesAgreeAcrossLevelsAndQueryAlone) {
                         a.k = k.rows.data() + tr.lo[j];
                         a.v = v.rows.data() + tr.lo[j];
                         a.n = hi1;
+                        a.pos0 = t.pos0 + tr.lo[j];
                         a.lo = &lo1;
                         a.hi = &hi1;
                         std::vector<float> one(size_t(hd), NAN);

@@ -227,6 +227,7 @@ void op_attention(const Node& n, ThreadPool& pool) {
                 at.k_type = k_type;
                 at.v_type = v_type;
                 at.n = nc;
+                at.pos0 = c_lo;  // the cache rows are indexed by position
                 at.lo = lo_hi.data();
                 at.hi = lo_hi.data() + nq;
                 at.scale = ap.scale;

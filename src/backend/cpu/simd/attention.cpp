@@ -35,24 +35,6 @@ void scores_scalar(int hd, int nq, const float* q, const uint8_t* const* k, KvTy
     }
 }
 
-void softmax_scalar(float* s, int n, float scale, float cap) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int c = 0; c < n; ++c) {
-        float d = s[c] * scale;
-        if (cap > 0.0f) d = std::tanh(d * (1.0f / cap)) * cap;
-        s[c] = d;
-        mx = std::max(mx, d);
-    }
-    double sum = 0.0;
-    for (int c = 0; c < n; ++c) {
-        const float e = std::exp(s[c] - mx);
-        s[c] = e;
-        sum += e;
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int c = 0; c < n; ++c) s[c] = round_f16(s[c] * inv);
-}
-
 void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const uint8_t* const* v, KvType vt,
                          size_t off, int n, float* acc) {
     thread_local std::vector<float> vr;
@@ -68,18 +50,51 @@ void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const 
     }
 }
 
+// The first cell after c (relative to the tile) where a new absolute chunk begins.
+inline int chunk_end(int pos0, int c) { return ((pos0 + c) / kAttnChunk + 1) * kAttnChunk - pos0; }
+
+// Folds one chunk's (m_k, l_k, a_k) into a query's running (m, l, a); the first chunk
+// (m = -inf) is taken as it is.
+void fold_scalar(float& m, float& l, float* a, float mk, float lk, const float* ak, int hd_v) {
+    const float mn = std::max(m, mk);
+    const float x = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - mn);
+    const float y = std::exp(mk - mn);
+    l = l * x + lk * y;
+    for (int i = 0; i < hd_v; ++i) a[i] = a[i] * x + ak[i] * y;
+    m = mn;
+}
+
 void tile_scalar(const AttnTile& t) {
-    std::vector<float> s(t.n), acc(t.hd_v);
+    std::vector<float> s(kAttnChunk), acc(t.hd_v), ak(t.hd_v);
     for (int h = 0; h < t.nh; ++h)
         for (int j = 0; j < t.nq; ++j) {
             const float* qj = t.q + h * t.q_head_stride + static_cast<size_t>(j) * t.hd;
             const size_t k_off = t.k_off + static_cast<size_t>(h) * t.hd, v_off = t.v_off + static_cast<size_t>(h) * t.hd_v;
-            const int lo = t.lo[j], n = t.hi[j] - t.lo[j];
-            scores_scalar(t.hd, 1, qj, t.k + lo, t.k_type, k_off, n, s.data(), n);
-            softmax_scalar(s.data(), n, t.scale, t.softcap);
+            float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
             std::fill(acc.begin(), acc.end(), 0.0f);
-            weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + lo, t.v_type, v_off, n, acc.data());
-            std::copy(acc.begin(), acc.end(), t.out + h * t.out_head_stride + j * t.out_stride);
+            for (int c0 = t.lo[j]; c0 < t.hi[j];) {
+                const int c1 = std::min(t.hi[j], chunk_end(t.pos0, c0)), n = c1 - c0;
+                scores_scalar(t.hd, 1, qj, t.k + c0, t.k_type, k_off, n, s.data(), n);
+                float mk = -std::numeric_limits<float>::infinity();
+                for (int c = 0; c < n; ++c) {
+                    float d = s[c] * t.scale;
+                    if (t.softcap > 0.0f) d = std::tanh(d * (1.0f / t.softcap)) * t.softcap;
+                    s[c] = d;
+                    mk = std::max(mk, d);
+                }
+                float lk = 0.0f;
+                for (int c = 0; c < n; ++c) {
+                    const float e = std::exp(s[c] - mk);
+                    lk += e;
+                    s[c] = round_f16(e);
+                }
+                std::fill(ak.begin(), ak.end(), 0.0f);
+                weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + c0, t.v_type, v_off, n, ak.data());
+                fold_scalar(m, l, acc.data(), mk, lk, ak.data(), t.hd_v);
+                c0 = c1;
+            }
+            float* o = t.out + h * t.out_head_stride + j * t.out_stride;
+            for (int i = 0; i < t.hd_v; ++i) o[i] = acc[i] / l;
         }
 }
 
@@ -100,7 +115,6 @@ inline void prefetch_head(const uint8_t* r, KvType t, size_t off, int n_values) 
 // vector per cell (no horizontal sums), the softmax runs down the cells with vertical
 // operations, and the weighted sum broadcasts each probability against f32 value rows.
 // Keys and values are widened to f32 a chunk of cells at a time, once for all queries.
-constexpr int kChunk = 128;
 
 // Widens n rows' head at `off`; with pf_values > 0 it also fetches the span [pf_off,
 // pf_off + pf_values) of the row kAhead cells on (up to `avail` rows exist from rows[0]):
@@ -165,15 +179,58 @@ GLIA_TARGET_AVX512 int scores_few_queries(const float* kv, int m, int hd, const 
     return c;
 }
 
+// Scores of one head's queries against the m widened key rows of a chunk: s[g][c][lane]
+// (group g of 16 queries at s + g * kAttnChunk * 16), scaled (soft-capped later).
+GLIA_TARGET_AVX512 void chunk_scores(const float* kv, int m, int hd, int n_groups, const float* qt, const float* q4,
+                                     __m512 vscale, float* sc) {
+    for (int g = 0; g < n_groups; ++g) {
+        const float* q = qt + static_cast<size_t>(g) * hd * 16;
+        float* s = sc + static_cast<size_t>(g) * kAttnChunk * 16;
+        int c = q4 ? scores_few_queries(kv, m, hd, q4, vscale, s) : 0;
+        for (; c + 4 <= m; c += 4) {
+            const float* k0 = kv + static_cast<size_t>(c) * hd;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < hd; ++d) {
+                const __m512 qd = _mm512_loadu_ps(q + d * 16);
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
+                a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[hd + d]), qd, a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * hd + d]), qd, a2);
+                a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * hd + d]), qd, a3);
+            }
+            _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
+            _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
+            _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
+            _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
+        }
+        for (; c < m; ++c) {
+            const float* k0 = kv + static_cast<size_t>(c) * hd;
+            __m512 a0 = _mm512_setzero_ps();
+            for (int d = 0; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
+            _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
+        }
+    }
+}
+
+// A query's running state: maximum, sum, and (in acc) the weighted values so far.
+struct Running {
+    float* m;
+    float* l;
+    float* acc;
+};
+
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
-    const int n_groups = (t.nq + 15) / 16;
+    const int n_groups = (t.nq + 15) / 16, nq16 = n_groups * 16;
     const size_t q_blk = static_cast<size_t>(n_groups) * t.hd * 16;  // one head's transposed queries
-    const size_t s_blk = static_cast<size_t>(n_groups) * t.n * 16;   // one head's scores
-    thread_local std::vector<float> qt, sc, kv;
+    thread_local std::vector<float> qt, q4, sc, kv, run_m, run_l, acc, fx, fy;
     qt.assign(t.nh * q_blk, 0.0f);
-    sc.resize(t.nh * s_blk);
-    kv.resize(static_cast<size_t>(kChunk) * std::max(t.hd, t.hd_v));
+    sc.resize(static_cast<size_t>(n_groups) * kAttnChunk * 16);
+    kv.resize(static_cast<size_t>(kAttnChunk) * std::max(t.hd, t.hd_v));
+    run_m.assign(static_cast<size_t>(t.nh) * nq16, -std::numeric_limits<float>::infinity());
+    run_l.assign(static_cast<size_t>(t.nh) * nq16, 0.0f);
+    acc.assign(static_cast<size_t>(t.nh) * t.nq * t.hd_v, 0.0f);
+    fx.resize(nq16);
+    fy.resize(nq16);
     // Queries transposed: qt[h][g][d][lane].
     for (int h = 0; h < t.nh; ++h)
         for (int j = 0; j < t.nq; ++j)
@@ -183,7 +240,6 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     const __m512 vscale = _mm512_set1_ps(t.softcap > 0.0f ? 1.0f : t.scale);
     // Few queries (decode): each query repeated over 4 lanes, for scores_few_queries.
     const bool few = t.nq <= 4;
-    thread_local std::vector<float> q4;
     if (few) {
         q4.assign(static_cast<size_t>(t.nh) * t.hd * 16, 0.0f);
         for (int h = 0; h < t.nh; ++h)
@@ -193,112 +249,103 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                         q4[(static_cast<size_t>(h) * t.hd + d) * 16 + j * 4 + i] =
                             t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
     }
+    // Lane ranges of each group of 16 queries.
+    thread_local std::vector<int32_t> lanes_lo, lanes_hi;
+    lanes_lo.assign(nq16, 0);
+    lanes_hi.assign(nq16, 0);
+    std::copy(t.lo, t.lo + t.nq, lanes_lo.begin());
+    std::copy(t.hi, t.hi + t.nq, lanes_hi.begin());
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
 
-    // Scores, cell-major per head and group: sc[h][g][c][lane]; a chunk of cells for every
-    // head before the next chunk.
-    for (int c0 = 0; c0 < t.n; c0 += kChunk) {
-        const int m = std::min(kChunk, t.n - c0);
+    // Chunks of absolute positions; every head of the call before the next chunk, so each
+    // chunk's rows are fetched from memory once (by the first head) for all heads.
+    for (int c0 = 0; c0 < t.n;) {
+        const int c1 = std::min(t.n, chunk_end(t.pos0, c0)), m = c1 - c0;
         for (int h = 0; h < t.nh; ++h) {
             widen_rows(t.k + c0, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, m, t.hd, kv.data(), t.k_off,
                        h == 0 ? t.nh * t.hd : 0, t.n - c0);
+            chunk_scores(kv.data(), m, t.hd, n_groups, &qt[h * q_blk], few ? &q4[static_cast<size_t>(h) * t.hd * 16] : nullptr,
+                         vscale, sc.data());
+            // The chunk's softmax per lane (its own cells only), and the fold factors:
+            // x for the state so far, y for this chunk; lanes without cells here keep theirs.
             for (int g = 0; g < n_groups; ++g) {
-                const float* q = &qt[h * q_blk + static_cast<size_t>(g) * t.hd * 16];
-                float* s = &sc[h * s_blk + (static_cast<size_t>(g) * t.n + c0) * 16];
-                int c = few ? scores_few_queries(kv.data(), m, t.hd, &q4[static_cast<size_t>(h) * t.hd * 16], vscale, s) : 0;
-                for (; c + 4 <= m; c += 4) {
-                    const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
-                    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                    for (int d = 0; d < t.hd; ++d) {
-                        const __m512 qd = _mm512_loadu_ps(q + d * 16);
-                        a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
-                        a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[t.hd + d]), qd, a1);
-                        a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * t.hd + d]), qd, a2);
-                        a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * t.hd + d]), qd, a3);
-                    }
-                    _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
-                    _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
-                    _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
-                    _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
+                float* s = &sc[static_cast<size_t>(g) * kAttnChunk * 16];
+                if (t.softcap > 0.0f)
+                    for (size_t i = 0; i < static_cast<size_t>(m) * 16; ++i)
+                        s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
+                const __m512i vlo = _mm512_loadu_si512(&lanes_lo[g * 16]), vhi = _mm512_loadu_si512(&lanes_hi[g * 16]);
+                auto valid = [&](int c) GLIA_TARGET_AVX512 {
+                    const __m512i vc = _mm512_set1_epi32(c0 + c);
+                    return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
+                };
+                __m512 mk = ninf;
+                for (int c = 0; c < m; ++c) mk = _mm512_mask_max_ps(mk, valid(c), mk, _mm512_loadu_ps(s + c * 16));
+                __m512 lk = _mm512_setzero_ps();
+                for (int c = 0; c < m; ++c) {
+                    const __m512 e = _mm512_maskz_mov_ps(valid(c), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mk)));
+                    lk = _mm512_add_ps(lk, e);
+                    _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(e));
                 }
-                for (; c < m; ++c) {
-                    const float* k0 = &kv[static_cast<size_t>(c) * t.hd];
-                    __m512 a0 = _mm512_setzero_ps();
-                    for (int d = 0; d < t.hd; ++d)
-                        a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
-                    _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
-                }
+                const __mmask16 here = _mm512_cmp_ps_mask(mk, ninf, _CMP_NEQ_OQ);
+                float* pm = &run_m[static_cast<size_t>(h) * nq16 + g * 16];
+                float* pl = &run_l[static_cast<size_t>(h) * nq16 + g * 16];
+                const __m512 m_old = _mm512_loadu_ps(pm);
+                const __m512 m_new = _mm512_mask_max_ps(m_old, here, m_old, mk);
+                const __mmask16 had = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
+                const __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), here,
+                                                    _mm512_maskz_mov_ps(had, exp_ps(_mm512_sub_ps(m_old, m_new))));
+                const __m512 y = _mm512_maskz_mov_ps(here, exp_ps(_mm512_sub_ps(mk, m_new)));
+                _mm512_storeu_ps(pm, m_new);
+                _mm512_storeu_ps(pl, _mm512_mask_mov_ps(_mm512_loadu_ps(pl), here,
+                                                        _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(pl), x),
+                                                                      _mm512_mul_ps(lk, y))));
+                _mm512_storeu_ps(&fx[g * 16], x);
+                _mm512_storeu_ps(&fy[g * 16], y);
             }
-        }
-    }
-
-    // Softmax down the cells, each lane within its own [lo, hi).
-    for (int g = 0; g < n_groups; ++g) {
-        alignas(64) int32_t lo[16], hi[16];
-        for (int l = 0; l < 16; ++l) {
-            const int j = g * 16 + l;
-            lo[l] = j < t.nq ? t.lo[j] : 0;
-            hi[l] = j < t.nq ? t.hi[j] : 0;
-        }
-        const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
-        auto valid = [&](int c) GLIA_TARGET_AVX512 {
-            const __m512i vc = _mm512_set1_epi32(c);
-            return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
-        };
-        const __mmask16 live = _mm512_cmplt_epi32_mask(vlo, vhi);
-        for (int h = 0; h < t.nh; ++h) {
-            float* s = &sc[h * s_blk + static_cast<size_t>(g) * t.n * 16];
-            if (t.softcap > 0.0f)
-                for (size_t i = 0; i < static_cast<size_t>(t.n) * 16; ++i)
-                    s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
-            __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-            for (int c = 0; c < t.n; ++c) mx = _mm512_mask_max_ps(mx, valid(c), mx, _mm512_loadu_ps(s + c * 16));
-            __m512 sum = _mm512_setzero_ps();
-            for (int c = 0; c < t.n; ++c) {
-                const __mmask16 ok = valid(c);
-                const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mx)));
-                _mm512_storeu_ps(s + c * 16, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            const __m512 inv = _mm512_maskz_div_ps(live, _mm512_set1_ps(1.0f), sum);
-            for (int c = 0; c < t.n; ++c)
-                _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c * 16), inv)));
-        }
-    }
-
-    // Weighted sum: 4 queries x 64 output values in registers, cells streamed, a chunk of
-    // cells for every head before the next chunk.
-    for (int c0 = 0; c0 < t.n; c0 += kChunk) {
-        const int m = std::min(kChunk, t.n - c0);
-        for (int h = 0; h < t.nh; ++h) {
+            // The chunk's weighted values: 4 queries x 64 outputs in registers, folded into
+            // the running sums (a lane without cells here has x = 1, y = 0: unchanged).
             widen_rows(t.v + c0, t.v_type, t.v_off + static_cast<size_t>(h) * t.hd_v, m, t.hd_v, kv.data(), t.v_off,
                        h == 0 ? t.nh * t.hd_v : 0, t.n - c0);
-            float* out = t.out + h * t.out_head_stride;
+            float* a_h = &acc[static_cast<size_t>(h) * t.nq * t.hd_v];
             for (int j0 = 0; j0 < t.nq; j0 += 4) {
                 const int nj = std::min(4, t.nq - j0);
-                const float* s = &sc[h * s_blk + (static_cast<size_t>(j0 / 16) * t.n + c0) * 16 + j0 % 16];
+                const float* s = &sc[static_cast<size_t>(j0 / 16) * kAttnChunk * 16 + j0 % 16];
                 for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
                     const int nv = std::min(4, (t.hd_v - i0) / 16);
-                    __m512 acc[4][4];
+                    __m512 ak[4][4];
                     for (int jj = 0; jj < 4; ++jj)
-                        for (int x = 0; x < 4; ++x)
-                            acc[jj][x] = (c0 > 0 && jj < nj && x < nv)
-                                             ? _mm512_loadu_ps(out + (j0 + jj) * t.out_stride + i0 + 16 * x)
-                                             : _mm512_setzero_ps();
+                        for (int x = 0; x < 4; ++x) ak[jj][x] = _mm512_setzero_ps();
                     for (int c = 0; c < m; ++c) {
                         const float* vr = &kv[static_cast<size_t>(c) * t.hd_v + i0];
                         const float* pc = s + c * 16;
                         for (int x = 0; x < nv; ++x) {
                             const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
-                            for (int jj = 0; jj < 4; ++jj) acc[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, acc[jj][x]);
+                            for (int jj = 0; jj < 4; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
                         }
                     }
-                    for (int jj = 0; jj < nj; ++jj)
-                        for (int x = 0; x < nv; ++x)
-                            _mm512_storeu_ps(out + (j0 + jj) * t.out_stride + i0 + 16 * x, acc[jj][x]);
+                    for (int jj = 0; jj < nj; ++jj) {
+                        const int j = j0 + jj;
+                        if (fy[j] == 0.0f && fx[j] == 1.0f) continue;
+                        const __m512 x = _mm512_set1_ps(fx[j]), y = _mm512_set1_ps(fy[j]);
+                        for (int v = 0; v < nv; ++v) {
+                            float* a = a_h + static_cast<size_t>(j) * t.hd_v + i0 + 16 * v;
+                            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(a), x), _mm512_mul_ps(ak[jj][v], y)));
+                        }
+                    }
                 }
             }
         }
+        c0 = c1;
     }
+
+    // out = acc / l.
+    for (int h = 0; h < t.nh; ++h)
+        for (int j = 0; j < t.nq; ++j) {
+            const __m512 l = _mm512_set1_ps(run_l[static_cast<size_t>(h) * nq16 + j]);
+            const float* a = &acc[(static_cast<size_t>(h) * t.nq + j) * t.hd_v];
+            float* o = t.out + h * t.out_head_stride + j * t.out_stride;
+            for (int i = 0; i < t.hd_v; i += 16) _mm512_storeu_ps(o + i, _mm512_div_ps(_mm512_loadu_ps(a + i), l));
+        }
 }
 
 #endif

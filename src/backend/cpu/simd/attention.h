@@ -17,6 +17,14 @@ namespace glia::cpu::simd {
 // out + h * out_head_stride): the cells are then read once for all of them, a chunk of
 // cells at a time, instead of once per head (a deep cache read head by head runs at the
 // memory's latency, not its bandwidth).
+//
+// The softmax runs online over chunks of kAttnChunk cells aligned to absolute positions
+// (pos0 is cell 0's): each chunk's scores, maximum, sum and probability-weighted values are
+// computed in cache-sized pieces and folded into the query's running result in chunk order.
+// A query's chunks depend on its positions only, so its bits do not depend on the tile, the
+// heads beside it, or where the tile starts.
+inline constexpr int kAttnChunk = 128;
+
 struct AttnTile {
     int hd = 0, hd_v = 0;         // key and value head sizes
     int nq = 0;                   // queries, rows q + j * hd (f32 holding f16-rounded values)
@@ -28,6 +36,7 @@ struct AttnTile {
     size_t k_off = 0, v_off = 0;
     KvType k_type = KvType::F16, v_type = KvType::F16;
     int n = 0;                    // cells
+    int pos0 = 0;                 // absolute position of cell 0 (chunk alignment)
     const int* lo = nullptr;      // query j sees cells [lo[j], hi[j]) (at least one)
     const int* hi = nullptr;
     float scale = 1.0f, softcap = 0.0f;
@@ -37,8 +46,9 @@ struct AttnTile {
 
 struct AttnKernels {
     // Each query of the tile: q.k over the head dimension (one FMA chain), scaled (and
-    // soft-capped), softmax down its cells, probabilities rounded to f16, the weighted sum
-    // of V in cell order. Quantized rows are widened to f32 as they are read (exactly:
+    // soft-capped); per chunk the maximum m_k, e = exp(s - m_k), their sum l_k, e rounded to
+    // f16 and the weighted sum a_k of V in cell order; chunks folded in order (m = max(m,
+    // m_k), l = l exp(m_old - m) + l_k exp(m_k - m), the same for a); out = a / l. Quantized rows are widened to f32 as they are read (exactly:
     // value times scale), so a query's bits depend on the cache's values only.
     void (*tile)(const AttnTile& t);
 };
