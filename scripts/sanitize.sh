@@ -12,6 +12,7 @@
 # library). TSan: clang, build-tsan/. Exits non-zero on any build error, test failure or
 # sanitizer report (every report is fatal: halt_on_error).
 #   JOBS=N         parallel build jobs (default 2)
+#   RUN_JOBS=N     test executables run at once (default: JOBS)
 #   ASAN_TESTS     test executables under ASan+UBSan (default: see below; "" skips)
 #   TSAN_TESTS     test executables under TSan (default "": the TSan build alone takes ~20 minutes on
 #                  CI's 2 cores; --all, or TSAN_TESTS="test_runtime test_server", runs them)
@@ -28,7 +29,7 @@ all=0
 # CI's share (kept lean for CI's time budget): the parsers', the CPU kernels', the
 # engine's and server's suites. --all adds every other executable (test_golden and
 # test_dispatch, the golden models on every prompt and layer split, take most of the time).
-default_asan="test_gguf test_core test_tokenizer test_jinja test_cpu test_server test_runtime"
+default_asan="test_server test_runtime test_cpu test_gguf test_core test_tokenizer test_jinja"  # longest first
 if [ "$all" = 1 ]; then
   default_asan="$(cd "$root/tests" && for d in */; do d="${d%/}"; [ "$d" != common ] && ls "$d"/*.cpp >/dev/null 2>&1 && printf 'test_%s ' "$d"; done)"
 fi
@@ -47,17 +48,33 @@ filter=(--gtest_filter="-*Under50ms*:*Speed*")
 [ -n "${SANITIZE_FILTER:-}" ] && filter=(--gtest_filter="$SANITIZE_FILTER")
 status=0
 
+# The executables of a suite run RUN_JOBS at a time (default: the build's jobs), each into
+# its own log, the logs printed in order once all have run: the server suite (the longest) waits
+# on its servers much of the time, so the others run beside it.
 run_suite() {  # name build-dir tests...
   local kind="$1" build="$2"; shift 2
+  local logs; logs="$(mktemp -d)"
+  local running=0 t
+  for t in "$@"; do
+    (
+      t0=$SECONDS
+      if (cd "$build" && "./tests/$t" --gtest_brief=1 "${filter[@]}") >"$logs/$t.log" 2>&1; then
+        echo "   $t: $((SECONDS - t0)) s" >>"$logs/$t.log"
+      else
+        echo "sanitize.sh: $t FAILED under $kind" >>"$logs/$t.log"
+        touch "$logs/$t.failed"
+      fi
+    ) &
+    running=$((running + 1))
+    if [ "$running" -ge "${RUN_JOBS:-$jobs}" ]; then wait -n || true; running=$((running - 1)); fi
+  done
+  wait
   for t in "$@"; do
     echo "== $t ($kind)"
-    local t0=$SECONDS
-    if ! (cd "$build" && "./tests/$t" --gtest_brief=1 "${filter[@]}"); then
-      echo "sanitize.sh: $t FAILED under $kind" >&2
-      status=1
-    fi
-    echo "   $t: $((SECONDS - t0)) s"
+    cat "$logs/$t.log"
+    if [ -e "$logs/$t.failed" ]; then echo "sanitize.sh: $t FAILED under $kind" >&2; status=1; fi
   done
+  rm -rf "$logs"
 }
 
 if [ -n "${asan_tests// /}" ]; then
