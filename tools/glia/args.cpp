@@ -22,6 +22,17 @@ Args& Args::opt(const std::string& names, const std::string& value, const std::s
     return *this;
 }
 
+Args& Args::two_words(const std::string& name, char sep, Joins joins) {
+    for (auto& o : opts_)
+        for (const auto& n : o.names)
+            if (n == name) {
+                o.sep = sep;
+                o.joins = std::move(joins);
+                return *this;
+            }
+    fail("internal: option ", name, " not declared");
+}
+
 const Args::Opt* Args::find(const std::string& name) const {
     for (const auto& o : opts_)
         for (const auto& n : o.names)
@@ -49,6 +60,7 @@ bool Args::parse(const std::vector<std::string>& argv) {
             if (!o->value.empty() && !inline_value) {
                 if (i + 1 >= argv.size()) fail("option ", name, " needs a value <", o->value, ">");
                 value = argv[++i];
+                if (o->joins && i + 1 < argv.size() && o->joins(value, argv[i + 1])) value += o->sep + argv[++i];
             } else if (o->value.empty()) {
                 value = "1";
             }

@@ -2,6 +2,7 @@
 // generated --help text, and clear errors for unknown or malformed options.
 #pragma once
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ public:
     Args& opt(const std::string& names, const std::string& value, const std::string& help,
               const std::string& def = "");
     Args& flag(const std::string& names, const std::string& help) { return opt(names, "", help); }
+    // The declared option `name` may also take its value as two words: "NAME A B" reads as
+    // "NAME A<sep>B" when `joins(A, B)` (the reference's --lora-scaled FILE SCALE beside
+    // --lora-scaled FILE:SCALE). A value given as NAME=A is one word.
+    using Joins = std::function<bool(const std::string& first, const std::string& second)>;
+    Args& two_words(const std::string& name, char sep, Joins joins);
     // Returns false when --help was given (help printed to stdout).
     bool parse(const std::vector<std::string>& argv);
 
@@ -34,7 +40,12 @@ public:
     std::string help() const;
 
 private:
-    struct Opt { std::vector<std::string> names; std::string value, help, def; };
+    struct Opt {
+        std::vector<std::string> names;
+        std::string value, help, def;
+        char sep = 0;  // two_words
+        Joins joins;
+    };
     const Opt* find(const std::string& name) const;
     std::string cmd_, synopsis_;
     std::vector<Opt> opts_;

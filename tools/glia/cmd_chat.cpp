@@ -25,6 +25,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "lora_options.h"
 #include "gguf/gguf.h"
 #include "jinja/jinja.h"
 #include "model/model.h"
@@ -188,6 +189,7 @@ int cmd_chat(const std::vector<std::string>& argv) {
     add_sampling_options(a);
     a.flag("--no-template", "plain completion even if the model has a chat template")
         .flag("-v,--verbose", "show the rendered prompt, cache reuse and speed on stderr");
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
 
     SessionOptions so;
@@ -198,6 +200,8 @@ int cmd_chat(const std::vector<std::string>& argv) {
     const SamplerParams sp = sampling_params(a);  // every option is checked before the model loads
     auto model = load_model(model_path(a));
     const tok::Vocab& vocab = model->vocab();
+    const LoraAdapters loras = load_lora_options(a, *model);
+    so.lora = loras.list();
     Session session(*model, so);
     Sampler sampler(sp);
     const bool verbose = a.has("-v");

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "core/json.h"
 #include "debug/layer_compare.h"
+#include "lora_options.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tokenizer/vocab.h"
@@ -23,6 +24,7 @@ int cmd_dump(const std::vector<std::string>& argv) {
         .opt("-o,--output", "FILE", "write the dump here (default: stdout, or nowhere with --compare)")
         .opt("--compare", "FILE", "a reference dump (e.g. ../shared/golden/<model>/layers-once.txt): print the node sums side by side and the first node that diverges")
         .flag("--json", "print the comparison as JSON");
+    add_lora_options(a);
     if (!a.parse(argv)) return 0;
     const std::string prompt = a.has("-f") ? read_file(a.str("-f")) : a.str("-p");
     auto model = load_model(model_path(a));
@@ -31,6 +33,8 @@ int cmd_dump(const std::vector<std::string>& argv) {
     so.n_threads = static_cast<int>(a.integer("-t"));
     so.n_ctx = static_cast<int>(tokens.size());
     so.cpu_ops = cpu_ops_option(a);
+    const LoraAdapters loras = load_lora_options(a, *model);
+    so.lora = loras.list();
     Session s(*model, so);
 
     const bool compare = a.has("--compare");

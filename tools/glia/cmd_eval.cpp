@@ -158,8 +158,12 @@ int cmd_eval(const std::vector<std::string>& argv) {
         .key("kv_cache_type_k").value(cache_type_name(so.placement.cache.k))
         .key("kv_cache_type_v").value(cache_type_name(so.placement.cache.v))
         .key("sampling").value("greedy argmax over raw logits (ties -> lowest token id), no penalties")
-        .key("stop_on_eog").value(false)
-        .end_object();
+        .key("stop_on_eog").value(false);
+    w.key("lora_adapters").begin_array();  // as applied: the path given and the scale
+    for (const LoraAdapter* ad : so.lora)
+        w.begin_object().key("path").value(ad->path()).key("scale").value(static_cast<double>(ad->scale), 9).end_object();
+    w.end_array();
+    w.end_object();
     w.key("prompt_id").value(prompt_id);
     w.key("prompt").value(prompt);
     w.key("tokenize").begin_object()

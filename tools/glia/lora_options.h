@@ -1,6 +1,7 @@
-// The LoRA options shared by run, eval, perplexity, bench and serve: --lora FILE[:SCALE]
-// and --lora-scaled FILE:SCALE (each repeatable, or a comma-separated list, as the
-// reference's), and --lora-init-without-apply (every adapter loaded at scale 0).
+// The LoRA options shared by run, chat, dump, eval, perplexity, bench and serve:
+// --lora FILE[:SCALE] and --lora-scaled FILE SCALE or FILE:SCALE (each repeatable, or a
+// comma-separated list of the one-word forms, as the reference's), and
+// --lora-init-without-apply (every adapter loaded at scale 0).
 #pragma once
 #include <memory>
 #include <string>
