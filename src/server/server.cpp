@@ -713,6 +713,10 @@ struct HttpServer::Impl {
         metric("glia_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens_total);
         metric("glia_requests_preempted_total", "counter",
                "Running requests paused to free KV-cache pages (recomputed when they resume).", s.preemptions);
+        metric("glia_speculative_drafted_tokens_total", "counter",
+               "Tokens drafted by prompt lookup (--spec-ngram) and verified.", s.spec_drafted);
+        metric("glia_speculative_accepted_tokens_total", "counter",
+               "Drafted tokens the model confirmed (each saved a decode step).", s.spec_accepted);
         metric("glia_queue_depth", "gauge", "Requests waiting for a slot.", s.waiting);
         metric("glia_requests_running", "gauge", "Requests being decoded.", s.running);
         metric("glia_http_requests_in_flight", "gauge", "Generation requests held by HTTP threads.", active.load());
