@@ -139,6 +139,11 @@ TEST(CliLora, ChatDumpEvalAndTheTwoWordForm) {
     EXPECT_NE(e.find("\"lora_adapters\":[{\"path\":\"" + ad + "\",\"scale\":1},{\"path\":\"" + ad + "\",\"scale\":0.5}]"),
               std::string::npos)
         << e.substr(0, 800);
+    // In command-line order, the two options mixed (an adapter's id is its place).
+    e = eval_json("--lora-scaled " + ad + " 0.5 --lora " + ad + ":2");
+    EXPECT_NE(e.find("\"lora_adapters\":[{\"path\":\"" + ad + "\",\"scale\":0.5},{\"path\":\"" + ad + "\",\"scale\":2}]"),
+              std::string::npos)
+        << e.substr(0, 800);
     e = eval_json("--lora " + ad + " --lora-init-without-apply");
     EXPECT_NE(e.find("\"lora_adapters\":[{\"path\":\"" + ad + "\",\"scale\":0}]"), std::string::npos) << e.substr(0, 800);
 }

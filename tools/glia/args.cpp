@@ -85,6 +85,17 @@ std::string Args::str(const std::string& name) const {
     return it != given_.end() ? it->second : o->def;
 }
 
+std::vector<std::pair<std::string, std::string>> Args::all_of(const std::vector<std::string>& names) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [n, v] : given_all_)
+        for (const std::string& name : names) {
+            const Opt* o = find(name);
+            if (!o) fail("internal: option ", name, " not declared");
+            if (n == o->names.back()) out.emplace_back(name, v);
+        }
+    return out;
+}
+
 std::vector<std::string> Args::all(const std::string& name) const {
     const Opt* o = find(name);
     if (!o) fail("internal: option ", name, " not declared");

@@ -30,6 +30,9 @@ public:
     bool has(const std::string& name) const;                 // given on the command line
     std::string str(const std::string& name) const;          // value or default
     std::vector<std::string> all(const std::string& name) const;  // every value given, in order
+    // Every value of any of these options, as (the name as declared in `names`, value), in
+    // command-line order.
+    std::vector<std::pair<std::string, std::string>> all_of(const std::vector<std::string>& names) const;
     long long integer(const std::string& name) const;
     double number(const std::string& name) const;
     // The value checked against a range (numbers must also be finite): an error names the

@@ -44,17 +44,17 @@ std::vector<const LoraAdapter*> LoraAdapters::list() const {
 
 LoraAdapters load_lora_options(const Args& a, const Model& model) {
     std::vector<LoraSpec> specs;
-    for (const char* flag : {"--lora", "--lora-scaled"})
-        for (const std::string& value : a.all(flag)) {
-            std::stringstream ss(value);
-            std::string item;
-            while (std::getline(ss, item, ',')) {
-                LoraSpec spec = parse_lora_spec(item, flag);
-                if (std::string(flag) == "--lora-scaled" && spec.path == item)
-                    fail("--lora-scaled '", item, "': give FILE SCALE or FILE:SCALE (or use --lora FILE)");
-                specs.push_back(spec);
-            }
+    // In command-line order, --lora and --lora-scaled mixed: an adapter's id is its place.
+    for (const auto& [flag, value] : a.all_of({"--lora", "--lora-scaled"})) {
+        std::stringstream ss(value);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            LoraSpec spec = parse_lora_spec(item, flag.c_str());
+            if (flag == "--lora-scaled" && spec.path == item)
+                fail("--lora-scaled '", item, "': give FILE SCALE or FILE:SCALE (or use --lora FILE)");
+            specs.push_back(spec);
         }
+    }
     LoraAdapters out;
     for (const LoraSpec& spec : specs) {
         const float scale = a.has("--lora-init-without-apply") ? 0.0f : spec.scale;

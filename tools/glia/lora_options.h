@@ -13,8 +13,8 @@
 namespace glia::cli {
 
 void add_lora_options(Args& a);
-// The adapters the options name, loaded and checked against `model` in the order given
-// (adapter ids in the server). A note for each adapter goes to stderr.
+// The adapters the options name, loaded and checked against `model` in command-line order,
+// --lora and --lora-scaled mixed (adapter ids in the server). A note for each adapter goes to stderr.
 struct LoraAdapters {
     std::vector<std::unique_ptr<LoraAdapter>> owned;
     std::vector<const LoraAdapter*> list() const;
