@@ -145,5 +145,85 @@ TEST(Attention, QueryAloneGivesItsTileBits) {
             }
 }
 
+// A deep cache shared among threads: the cells cut at chunk boundaries into parts, each part
+// run in partial mode (a record per chunk and query), the records folded in chunk order give
+// the bits of one tile call over all the cells (scalar and AVX-512; decode and verification
+// sized tiles, a window, a tile starting off a chunk boundary).
+TEST(Attention, ChunkRecordsFoldToTheTileBits) {
+    std::vector<const AttnKernels*> levels = {&cpu::simd::attn_kernels(Isa::Scalar)};
+    if (cpu::simd::isa_supported(Isa::Avx512)) levels.push_back(&cpu::simd::attn_kernels(Isa::Avx512));
+    for (const AttnKernels* kern : levels)
+        for (int nq : {1, 4, 13})
+            for (int window : {0, 300}) {
+                const int hd = 64, n = 700, pos0 = 77, nh = 2;
+                std::mt19937 rng(11 + nq + window);
+                Cache k(rng, n, hd * nh, 1.0f), v(rng, n, hd * nh, 1.0f);
+                std::normal_distribution<float> g(0.f, 1.f);
+                std::vector<float> q(size_t(nh) * nq * hd);
+                for (auto& x : q) x = round_f16(g(rng));
+                std::vector<int> lo(nq), hi(nq);
+                for (int j = 0; j < nq; ++j) {
+                    hi[j] = n - (nq - 1 - j);
+                    lo[j] = window > 0 ? std::max(0, hi[j] - window) : 0;
+                }
+                AttnTile t;
+                t.hd = t.hd_v = hd;
+                t.nq = nq;
+                t.q = q.data();
+                t.nh = nh;
+                t.q_head_stride = t.out_head_stride = size_t(nq) * hd;
+                t.k = k.rows.data();
+                t.v = v.rows.data();
+                t.n = n;
+                t.pos0 = pos0;
+                t.lo = lo.data();
+                t.hi = hi.data();
+                t.scale = 0.125f;
+                t.out_stride = size_t(hd);
+                std::vector<float> all(size_t(nh) * nq * hd, NAN);
+                t.out = all.data();
+                kern->tile(t);
+                // Parts [0, 179), [179, 435), [435, 700): chunks end at cells 51, 179, 307, ...
+                const int cuts[] = {0, 179, 435, n};
+                const int chunks_in[] = {2, 2, 3};
+                const int n_chunks = 7;
+                const size_t rs = cpu::simd::attn_record(hd);
+                std::vector<float> rec(size_t(nh) * n_chunks * nq * rs, NAN);
+                for (int p = 0, first = 0; p < 3; first += chunks_in[p], ++p) {
+                    const int a = cuts[p], b = cuts[p + 1];
+                    std::vector<int> lo1(nq), hi1(nq);
+                    for (int j = 0; j < nq; ++j) {
+                        lo1[j] = std::clamp(lo[j] - a, 0, b - a);
+                        hi1[j] = std::clamp(hi[j] - a, 0, b - a);
+                    }
+                    AttnTile pt = t;
+                    pt.k = k.rows.data() + a;
+                    pt.v = v.rows.data() + a;
+                    pt.n = b - a;
+                    pt.pos0 = pos0 + a;
+                    pt.lo = lo1.data();
+                    pt.hi = hi1.data();
+                    pt.out = nullptr;
+                    pt.partial = rec.data() + size_t(first) * nq * rs;
+                    pt.partial_head_stride = size_t(n_chunks) * nq * rs;
+                    kern->tile(pt);
+                }
+                for (int h = 0; h < nh; ++h) {
+                    std::vector<float> got(size_t(nq) * hd, NAN);
+                    cpu::simd::AttnFold f;
+                    f.nq = nq;
+                    f.hd_v = hd;
+                    f.n_chunks = n_chunks;
+                    f.rec = rec.data() + size_t(h) * n_chunks * nq * rs;
+                    f.out = got.data();
+                    f.out_stride = size_t(hd);
+                    kern->fold(f);
+                    EXPECT_EQ(0, std::memcmp(got.data(), all.data() + size_t(h) * nq * hd, sizeof(float) * got.size()))
+                        << "nq " << nq << " window " << window << " head " << h
+                        << (kern == levels[0] ? " (scalar)" : " (avx512)");
+                }
+            }
+}
+
 }  // namespace
 }  // namespace glia

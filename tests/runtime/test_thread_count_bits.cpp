@@ -21,9 +21,9 @@ namespace {
 // Every position's logits of a prompt in one pass, then the last logits of each of a few
 // tokens decoded one at a time (the decode-sized products and attention tiles).
 std::vector<float> run(const Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& steps,
-                       int n_threads) {
+                       int n_threads, int n_ctx = 128) {
     SessionOptions so;
-    so.n_ctx = 128;
+    so.n_ctx = n_ctx;
     so.n_threads = n_threads;
     Session s(m, so);
     std::vector<float> out = s.decode(prompt, true);
@@ -75,6 +75,28 @@ void check_thread_counts(const std::string& file) {
     CpuHog hog(2);
     EXPECT_EQ(differing(one, run(*m, prompt, steps, 2)), 0u) << file << ": 2 threads beside 2 busy threads";
 }
+
+// Decode against a deep cache (1,100 cells: 9 chunks) with more threads than tiles x KV
+// heads: the cells are cut into parts whose records are folded afterwards; the logits stay
+// those of one thread (no parts) at every count, for 2 and 4 KV heads, with a sliding window.
+void check_deep_decode(const std::string& file) {
+    auto m = Model::load(test::shared_path("models/" + file));
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int> tok(3, m->profile().n_vocab - 1);
+    std::vector<int32_t> prompt(1100), steps(3);
+    for (auto& t : prompt) t = tok(rng);
+    for (auto& t : steps) t = tok(rng);
+    const size_t n_vocab = static_cast<size_t>(m->profile().n_vocab);
+    auto decode_logits = [&](int nt) {
+        std::vector<float> all = run(*m, prompt, steps, nt, 1280);
+        return std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(steps.size() * n_vocab), all.end());
+    };
+    const std::vector<float> one = decode_logits(1);
+    for (int nt : {3, 4, 8}) EXPECT_EQ(differing(one, decode_logits(nt)), 0u) << file << ": " << nt << " threads";
+}
+
+TEST(ThreadCountBits, DeepDecodeSharedAmongThreadsGemma3) { check_deep_decode("tiny-gemma3-q4_k_m.gguf"); }
+TEST(ThreadCountBits, DeepDecodeSharedAmongThreadsStories) { check_deep_decode("stories260K-q4_k_m.gguf"); }
 
 TEST(ThreadCountBits, StoriesQ4KM) { check_thread_counts("stories260K-q4_k_m.gguf"); }
 TEST(ThreadCountBits, LlamaF16) { check_thread_counts("tiny-llama-f16.gguf"); }

@@ -30,15 +30,51 @@ constexpr int kPrefillQueries = 8;  // tiles of fewer queries (decode) split the
 // it may see (one pointer per position, through its page table) and its first tile.
 struct SeqInfo { int seq; int64_t tok0, n_tok; size_t row0; int64_t tile0; };
 
+// A tile of a sequence: its tokens [i0, i0 + nt) of the sequence's, the cells [c_lo, c_hi)
+// its queries may see, where its chunks end (relative to c_lo), the parts its cells are cut
+// into, and where its records start (parts > 1).
+struct TileSpan {
+    int64_t i0 = 0, nt = 0;
+    int c_lo = 0, c_hi = 0;
+    std::vector<int> chunk_ends;
+    int64_t parts = 1;
+    size_t rec0 = 0;
+};
+
+// One job: a tile's KV heads [kv0, kv1) over its chunks [chunk0, chunk1).
+struct AttnJob {
+    int64_t gtile, kv0, kv1, chunk0, chunk1;
+};
+
+// A part of a tile shared among threads covers at least this many chunks.
+constexpr int64_t kMinPartChunks = 4;
+
 // The batch grouped by sequence, with row pointers and one job list (sequence tile x KV
-// head range) for a single pass over the pool. Kept from call to call per thread (no
+// head range x chunk range) for a single pass over the pool. Kept from call to call per thread (no
 // allocation per step); the workers read the calling thread's through references.
 struct AttnPlan {
     std::vector<SeqInfo> seqs;
     std::vector<const uint8_t*> krows, vrows;
     std::vector<int64_t> toks;
     std::vector<int> seq_of_tile;
+    std::vector<TileSpan> spans;
+    std::vector<AttnJob> jobs;
+    std::vector<float> records;
+    std::vector<std::pair<int64_t, int64_t>> folds;
 };
+
+// A tile's outputs (head h of nh from kv0, token i, group head g at acc row (h * nt + i) *
+// group + g) into the output rows of its tokens.
+void write_heads(Tensor& out, const float* acc, const int64_t* toks, int64_t nt, int64_t group, int64_t kv0,
+                 int64_t nh, int64_t hd_v) {
+    for (int64_t h = 0; h < nh; ++h)
+        for (int64_t i = 0; i < nt; ++i)
+            for (int64_t g = 0; g < group; ++g) {
+                float* o = reinterpret_cast<float*>(out.row(toks[i])) + ((kv0 + h) * group + g) * hd_v;
+                const float* a = acc + ((h * nt + i) * group + g) * hd_v;
+                std::copy(a, a + hd_v, o);
+            }
+}
 
 simd::KvType kv_type(DType t) {
     switch (t) {
@@ -154,98 +190,167 @@ void op_attention(const Node& n, ThreadPool& pool) {
     const simd::AttnKernels& kern = simd::attn_kernels();
     Tensor& out = *n.out;
     const int64_t n_gtiles = static_cast<int64_t>(seq_of_tile.size());
+    // Each tile: its first token, tokens, and the cells any of its queries may see.
+    std::vector<TileSpan>& spans = pl.spans;
+    spans.resize(static_cast<size_t>(n_gtiles));
+    for (int64_t gt = 0; gt < n_gtiles; ++gt) {
+        const SeqInfo& si = seqs[seq_of_tile[gt]];
+        TileSpan& ts = spans[gt];
+        ts.i0 = (gt - si.tile0) * kTileTokens;
+        ts.nt = std::min<int64_t>(kTileTokens, si.n_tok - ts.i0);
+        ts.c_lo = std::numeric_limits<int>::max();
+        ts.c_hi = 0;
+        for (int64_t i = ts.i0; i < ts.i0 + ts.nt; ++i) {
+            const int p = pos[toks[si.tok0 + i]];
+            ts.c_lo = std::min(ts.c_lo, ap.window > 0 ? std::max(0, p - ap.window + 1) : 0);
+            ts.c_hi = std::max(ts.c_hi, p + 1);
+        }
+    }
     // Prefill tiles: one job per (tile, KV head). Decode-sized tiles: one job per (tile,
-    // range of KV heads), the heads split only as far as needed to occupy the threads.
-    // (Jobs only share out the work: every (tile, head) is computed the same way.)
+    // range of KV heads), the heads split only as far as needed to occupy the threads (one
+    // job reads the cells once for all its heads). Where the threads still outnumber the
+    // jobs (one sequence, few KV heads, a deep cache), a tile's cells are cut at chunk
+    // boundaries into parts that leave records, folded afterwards in chunk order: every
+    // (tile, head) gets the bits of one call over all its cells whichever way it is shared.
     const bool any_prefill = [&] {
         for (const SeqInfo& si : seqs)
             if (std::min<int64_t>(si.n_tok, kTileTokens) * group >= kPrefillQueries) return true;
         return false;
     }();
-    // Decode jobs take as many heads as the threads allow: one job reads the cells once for
-    // all its heads (a job per head would read each row in as many strided passes).
-    const int64_t kv_split =
-        any_prefill ? n_kv : std::clamp<int64_t>((pool.size() + n_gtiles - 1) / n_gtiles, 1, n_kv);
-    const int64_t n_jobs = n_gtiles * kv_split;
-    {
-        pool.run([&](int ith, int nth) {
-            thread_local std::vector<float> qbuf, acc;
-            thread_local std::vector<int> lo_hi;
-            for (int64_t job = ith; job < n_jobs; job += nth) {
-                const int64_t gtile = job / kv_split, part = job % kv_split;
-                const int64_t kv0 = part * n_kv / kv_split, kv1 = (part + 1) * n_kv / kv_split;
-                const SeqInfo& si = seqs[seq_of_tile[gtile]];
-                const int64_t* toks_s = toks.data() + si.tok0;  // this sequence's tokens
-                const uint8_t* const* krows_s = krows.data() + si.row0;
-                const uint8_t* const* vrows_s = vrows.data() + si.row0;
-                const int64_t i0 = (gtile - si.tile0) * kTileTokens;
-                const int64_t nt = std::min<int64_t>(kTileTokens, si.n_tok - i0);
-                const int nq = static_cast<int>(nt * group);
-                // The cells any query of the tile may see.
-                int c_lo = std::numeric_limits<int>::max(), c_hi = 0;
-                for (int64_t i = i0; i < i0 + nt; ++i) {
-                    const int p = pos[toks_s[i]];
-                    c_lo = std::min(c_lo, ap.window > 0 ? std::max(0, p - ap.window + 1) : 0);
-                    c_hi = std::max(c_hi, p + 1);
-                }
-                const int nc = c_hi - c_lo;
-                const int64_t nh = kv1 - kv0;
-                // Query (head h of the range, token i, group head g) at row (h * nt + i) * group + g,
-                // q rounded to f16.
-                qbuf.resize(static_cast<size_t>(nh * nq) * hd);
-                acc.resize(static_cast<size_t>(nh * nq) * hd_v);
-                for (int64_t h = 0; h < nh; ++h)
-                    for (int64_t i = 0; i < nt; ++i)
-                        for (int64_t g = 0; g < group; ++g) {
-                            const int64_t head = (kv0 + h) * group + g;
-                            const float* qs = reinterpret_cast<const float*>(q.row(head, toks_s[i0 + i]));
-                            vm.round_f16(qs, &qbuf[((h * nt + i) * group + g) * hd], hd);
-                        }
-                // One tile kernel call per head, for prompts and decode alike: a query's
-                // bits depend only on its own position and the cache (decode once took
-                // per-query kernels that summed in another order: a history decoded token by token
-                // differed from the same history prefilled: PrefillDecodeBits.*).
-                lo_hi.resize(2 * static_cast<size_t>(nq));
-                for (int j = 0; j < nq; ++j) {
-                    const int p = pos[toks_s[i0 + j / group]];
-                    lo_hi[j] = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
-                    lo_hi[nq + j] = p + 1 - c_lo;
-                }
-                // The job's heads in one call: the cells are read once for all of them.
-                simd::AttnTile at;
-                at.hd = static_cast<int>(hd);
-                at.hd_v = static_cast<int>(hd_v);
-                at.nq = nq;
-                at.q = qbuf.data();
-                at.nh = static_cast<int>(nh);
-                at.q_head_stride = static_cast<size_t>(nq) * hd;
-                at.out_head_stride = static_cast<size_t>(nq) * hd_v;
-                at.k = krows_s + c_lo;
-                at.v = vrows_s + c_lo;
-                at.k_off = kv0 * hd;
-                at.v_off = kv0 * hd_v;
-                at.k_type = k_type;
-                at.v_type = v_type;
-                at.n = nc;
-                at.pos0 = c_lo;  // the cache rows are indexed by position
-                at.lo = lo_hi.data();
-                at.hi = lo_hi.data() + nq;
-                at.scale = ap.scale;
-                at.softcap = ap.softcap;
-                at.out = acc.data();
-                at.out_stride = static_cast<size_t>(hd_v);
-                kern.tile(at);
-                for (int64_t h = 0; h < nh; ++h)
-                    for (int64_t i = 0; i < nt; ++i)
-                        for (int64_t g = 0; g < group; ++g) {
-                            float* o = reinterpret_cast<float*>(out.row(toks_s[i0 + i])) +
-                                       ((kv0 + h) * group + g) * hd_v;
-                            const float* a = &acc[((h * nt + i) * group + g) * hd_v];
-                            std::copy(a, a + hd_v, o);
-                        }
+    const int64_t nth = pool.size();
+    const int64_t kv_split = any_prefill ? n_kv : std::clamp<int64_t>((nth + n_gtiles - 1) / n_gtiles, 1, n_kv);
+    const int64_t want_parts = any_prefill ? 1 : (nth + n_gtiles * kv_split - 1) / (n_gtiles * kv_split);
+    std::vector<AttnJob>& jobs = pl.jobs;
+    jobs.clear();
+    size_t rec_floats = 0;
+    const size_t rs = simd::attn_record(static_cast<int>(hd_v));
+    for (int64_t gt = 0; gt < n_gtiles; ++gt) {
+        TileSpan& ts = spans[gt];
+        // Chunk boundaries of the tile's cells (relative to c_lo).
+        std::vector<int>& ends = ts.chunk_ends;
+        ends.clear();
+        for (int c = 0; c < ts.c_hi - ts.c_lo;) {
+            c = std::min(ts.c_hi - ts.c_lo, ((ts.c_lo + c) / simd::kAttnChunk + 1) * simd::kAttnChunk - ts.c_lo);
+            ends.push_back(c);
+        }
+        const int64_t n_chunks = static_cast<int64_t>(ends.size());
+        ts.parts = std::clamp<int64_t>(want_parts, 1, std::max<int64_t>(1, n_chunks / kMinPartChunks));
+        ts.rec0 = rec_floats;
+        if (ts.parts > 1) rec_floats += static_cast<size_t>(n_kv * n_chunks * ts.nt * group) * rs;
+        for (int64_t hp = 0; hp < kv_split; ++hp)
+            for (int64_t p = 0; p < ts.parts; ++p) {
+                AttnJob j;
+                j.gtile = gt;
+                j.kv0 = hp * n_kv / kv_split;
+                j.kv1 = (hp + 1) * n_kv / kv_split;
+                j.chunk0 = p * n_chunks / ts.parts;
+                j.chunk1 = (p + 1) * n_chunks / ts.parts;
+                jobs.push_back(j);
             }
-        });
     }
+    std::vector<float>& records = pl.records;
+    if (records.size() < rec_floats) records.resize(rec_floats);
+
+    const int64_t n_jobs = static_cast<int64_t>(jobs.size());
+    pool.run([&](int ith, int nth_run) {
+        thread_local std::vector<float> qbuf, acc;
+        thread_local std::vector<int> lo_hi;
+        for (int64_t jb = ith; jb < n_jobs; jb += nth_run) {
+            const AttnJob& job = jobs[jb];
+            const TileSpan& ts = spans[job.gtile];
+            const SeqInfo& si = seqs[seq_of_tile[job.gtile]];
+            const int64_t* toks_s = toks.data() + si.tok0;  // this sequence's tokens
+            const uint8_t* const* krows_s = krows.data() + si.row0;
+            const uint8_t* const* vrows_s = vrows.data() + si.row0;
+            const int64_t i0 = ts.i0, nt = ts.nt, kv0 = job.kv0, nh = job.kv1 - job.kv0;
+            const int nq = static_cast<int>(nt * group);
+            const int64_t n_chunks = static_cast<int64_t>(ts.chunk_ends.size());
+            // This job's cells: [a, b) of the tile's, whole chunks.
+            const int a = job.chunk0 == 0 ? 0 : ts.chunk_ends[job.chunk0 - 1];
+            const int b = ts.chunk_ends[job.chunk1 - 1];
+            const int c_lo = ts.c_lo + a;
+            // Query (head h of the range, token i, group head g) at row (h * nt + i) * group + g,
+            // q rounded to f16.
+            qbuf.resize(static_cast<size_t>(nh * nq) * hd);
+            acc.resize(static_cast<size_t>(nh * nq) * hd_v);
+            for (int64_t h = 0; h < nh; ++h)
+                for (int64_t i = 0; i < nt; ++i)
+                    for (int64_t g = 0; g < group; ++g) {
+                        const int64_t head = (kv0 + h) * group + g;
+                        const float* qs = reinterpret_cast<const float*>(q.row(head, toks_s[i0 + i]));
+                        vm.round_f16(qs, &qbuf[((h * nt + i) * group + g) * hd], hd);
+                    }
+            // One tile kernel call for the job's heads, prompts and decode alike: a query's
+            // bits depend only on its own position and the cache (PrefillDecodeBits.*); the
+            // cells are read once for all the heads.
+            lo_hi.resize(2 * static_cast<size_t>(nq));
+            for (int j = 0; j < nq; ++j) {
+                const int p = pos[toks_s[i0 + j / group]];
+                const int lo = (ap.window > 0 ? std::max(0, p - ap.window + 1) : 0) - c_lo;
+                const int hi = p + 1 - c_lo;
+                lo_hi[j] = std::clamp(lo, 0, b - a);
+                lo_hi[nq + j] = std::clamp(hi, 0, b - a);
+            }
+            simd::AttnTile at;
+            at.hd = static_cast<int>(hd);
+            at.hd_v = static_cast<int>(hd_v);
+            at.nq = nq;
+            at.q = qbuf.data();
+            at.nh = static_cast<int>(nh);
+            at.q_head_stride = static_cast<size_t>(nq) * hd;
+            at.out_head_stride = static_cast<size_t>(nq) * hd_v;
+            at.k = krows_s + c_lo;
+            at.v = vrows_s + c_lo;
+            at.k_off = kv0 * hd;
+            at.v_off = kv0 * hd_v;
+            at.k_type = k_type;
+            at.v_type = v_type;
+            at.n = b - a;
+            at.pos0 = c_lo;  // the cache rows are indexed by position
+            at.lo = lo_hi.data();
+            at.hi = lo_hi.data() + nq;
+            at.scale = ap.scale;
+            at.softcap = ap.softcap;
+            at.out = acc.data();
+            at.out_stride = static_cast<size_t>(hd_v);
+            if (ts.parts > 1) {  // records of heads kv0.., chunks chunk0..
+                at.partial_head_stride = static_cast<size_t>(n_chunks * nq) * rs;
+                at.partial = records.data() + ts.rec0 + static_cast<size_t>(kv0) * at.partial_head_stride +
+                             static_cast<size_t>(job.chunk0 * nq) * rs;
+            }
+            kern.tile(at);
+            if (at.partial) continue;
+            write_heads(out, acc.data(), toks_s + i0, nt, group, kv0, nh, hd_v);
+        }
+    });
+    if (rec_floats == 0) return;
+    // The parts' records folded in chunk order, a job per (tile, KV head).
+    std::vector<std::pair<int64_t, int64_t>>& folds = pl.folds;
+    folds.clear();
+    for (int64_t gt = 0; gt < n_gtiles; ++gt)
+        if (spans[gt].parts > 1)
+            for (int64_t h = 0; h < n_kv; ++h) folds.emplace_back(gt, h);
+    const int64_t n_folds = static_cast<int64_t>(folds.size());
+    pool.run([&](int ith, int nth_run) {
+        thread_local std::vector<float> acc;
+        for (int64_t fi = ith; fi < n_folds; fi += nth_run) {
+            const auto [gt, h] = folds[fi];
+            const TileSpan& ts = spans[gt];
+            const SeqInfo& si = seqs[seq_of_tile[gt]];
+            const int nq = static_cast<int>(ts.nt * group);
+            const int64_t n_chunks = static_cast<int64_t>(ts.chunk_ends.size());
+            acc.resize(static_cast<size_t>(nq) * hd_v);
+            simd::AttnFold f;
+            f.nq = nq;
+            f.hd_v = static_cast<int>(hd_v);
+            f.n_chunks = static_cast<int>(n_chunks);
+            f.rec = records.data() + ts.rec0 + static_cast<size_t>(h * n_chunks * nq) * rs;
+            f.out = acc.data();
+            f.out_stride = static_cast<size_t>(hd_v);
+            kern.fold(f);
+            write_heads(out, acc.data(), toks.data() + si.tok0 + ts.i0, ts.nt, group, h, 1, hd_v);
+        }
+    });
 }
 
 }  // namespace glia::cpu

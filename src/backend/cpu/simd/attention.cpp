@@ -54,45 +54,74 @@ void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const 
 inline int chunk_end(int pos0, int c) { return ((pos0 + c) / kAttnChunk + 1) * kAttnChunk - pos0; }
 
 // Folds one chunk's (m_k, l_k, a_k) into a query's running (m, l, a); the first chunk
-// (m = -inf) is taken as it is.
+// (m = -inf) is taken as it is; a chunk without cells (m_k = -inf) changes nothing.
 void fold_scalar(float& m, float& l, float* a, float mk, float lk, const float* ak, int hd_v) {
+    if (mk == -std::numeric_limits<float>::infinity()) return;
     const float mn = std::max(m, mk);
     const float x = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - mn);
     const float y = std::exp(mk - mn);
-    l = l * x + lk * y;
-    for (int i = 0; i < hd_v; ++i) a[i] = a[i] * x + ak[i] * y;
+    l = std::fma(l, x, lk * y);
+    for (int i = 0; i < hd_v; ++i) a[i] = std::fma(a[i], x, ak[i] * y);
     m = mn;
+}
+
+void fold_records_scalar(const AttnFold& f) {
+    const size_t rs = attn_record(f.hd_v);
+    std::vector<float> acc(f.hd_v);
+    for (int j = 0; j < f.nq; ++j) {
+        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int k = 0; k < f.n_chunks; ++k) {
+            const float* r = f.rec + (static_cast<size_t>(k) * f.nq + j) * rs;
+            fold_scalar(m, l, acc.data(), r[0], r[1], r + 2, f.hd_v);
+        }
+        float* o = f.out + j * f.out_stride;
+        for (int i = 0; i < f.hd_v; ++i) o[i] = acc[i] / l;
+    }
 }
 
 void tile_scalar(const AttnTile& t) {
     std::vector<float> s(kAttnChunk), acc(t.hd_v), ak(t.hd_v);
+    const size_t rs = attn_record(t.hd_v);
+    int n_chunks = 0;  // chunks of the call (partial mode's record index)
+    for (int c = 0; c < t.n; c = chunk_end(t.pos0, c)) ++n_chunks;
     for (int h = 0; h < t.nh; ++h)
         for (int j = 0; j < t.nq; ++j) {
             const float* qj = t.q + h * t.q_head_stride + static_cast<size_t>(j) * t.hd;
             const size_t k_off = t.k_off + static_cast<size_t>(h) * t.hd, v_off = t.v_off + static_cast<size_t>(h) * t.hd_v;
             float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
             std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int c0 = t.lo[j]; c0 < t.hi[j];) {
-                const int c1 = std::min(t.hi[j], chunk_end(t.pos0, c0)), n = c1 - c0;
-                scores_scalar(t.hd, 1, qj, t.k + c0, t.k_type, k_off, n, s.data(), n);
-                float mk = -std::numeric_limits<float>::infinity();
-                for (int c = 0; c < n; ++c) {
-                    float d = s[c] * t.scale;
-                    if (t.softcap > 0.0f) d = std::tanh(d * (1.0f / t.softcap)) * t.softcap;
-                    s[c] = d;
-                    mk = std::max(mk, d);
-                }
-                float lk = 0.0f;
-                for (int c = 0; c < n; ++c) {
-                    const float e = std::exp(s[c] - mk);
-                    lk += e;
-                    s[c] = round_f16(e);
-                }
+            for (int k = 0, c0 = 0; k < n_chunks; ++k) {
+                const int ce = chunk_end(t.pos0, c0);
+                const int a = std::max(c0, t.lo[j]), b = std::min({ce, t.n, t.hi[j]}), n = b - a;
+                float mk = -std::numeric_limits<float>::infinity(), lk = 0.0f;
                 std::fill(ak.begin(), ak.end(), 0.0f);
-                weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + c0, t.v_type, v_off, n, ak.data());
-                fold_scalar(m, l, acc.data(), mk, lk, ak.data(), t.hd_v);
-                c0 = c1;
+                if (n > 0) {
+                    scores_scalar(t.hd, 1, qj, t.k + a, t.k_type, k_off, n, s.data(), n);
+                    for (int c = 0; c < n; ++c) {
+                        float d = s[c] * t.scale;
+                        if (t.softcap > 0.0f) d = std::tanh(d * (1.0f / t.softcap)) * t.softcap;
+                        s[c] = d;
+                        mk = std::max(mk, d);
+                    }
+                    for (int c = 0; c < n; ++c) {
+                        const float e = std::exp(s[c] - mk);
+                        lk += e;
+                        s[c] = round_f16(e);
+                    }
+                    weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + a, t.v_type, v_off, n, ak.data());
+                }
+                if (t.partial) {
+                    float* r = t.partial + h * t.partial_head_stride + (static_cast<size_t>(k) * t.nq + j) * rs;
+                    r[0] = mk;
+                    r[1] = lk;
+                    std::copy(ak.begin(), ak.end(), r + 2);
+                } else {
+                    fold_scalar(m, l, acc.data(), mk, lk, ak.data(), t.hd_v);
+                }
+                c0 = ce;
             }
+            if (t.partial) continue;
             float* o = t.out + h * t.out_head_stride + j * t.out_stride;
             for (int i = 0; i < t.hd_v; ++i) o[i] = acc[i] / l;
         }
@@ -218,6 +247,65 @@ struct Running {
     float* acc;
 };
 
+// The fold of one chunk into 16 lanes' running maxima and sums (pm, pl), leaving the
+// factors for the running values (x) and the chunk's (y) in fx, fy: the first chunk is
+// taken as it is (x = 0, y = 1), a lane without cells in the chunk is unchanged (x = 1, y = 0).
+GLIA_TARGET_AVX512 inline void fold_lanes(float* pm, float* pl, __m512 mk, __m512 lk, float* fx, float* fy) {
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    const __mmask16 here = _mm512_cmp_ps_mask(mk, ninf, _CMP_NEQ_OQ);
+    const __m512 m_old = _mm512_loadu_ps(pm);
+    const __m512 m_new = _mm512_mask_max_ps(m_old, here, m_old, mk);
+    const __mmask16 had = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
+    const __m512 x =
+        _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), here, _mm512_maskz_mov_ps(had, exp_ps(_mm512_sub_ps(m_old, m_new))));
+    const __m512 y = _mm512_maskz_mov_ps(here, exp_ps(_mm512_sub_ps(mk, m_new)));
+    _mm512_storeu_ps(pm, m_new);
+    const __m512 l_old = _mm512_loadu_ps(pl);
+    _mm512_storeu_ps(pl, _mm512_mask_mov_ps(l_old, here, _mm512_fmadd_ps(l_old, x, _mm512_mul_ps(lk, y))));
+    _mm512_storeu_ps(fx, x);
+    _mm512_storeu_ps(fy, y);
+}
+
+// a = a x + ak y, 16 values.
+GLIA_TARGET_AVX512 inline void fold_values(float* a, __m512 ak, float x, float y) {
+    _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_loadu_ps(a), _mm512_set1_ps(x), _mm512_mul_ps(ak, _mm512_set1_ps(y))));
+}
+
+GLIA_TARGET_AVX512 void fold_records_avx512(const AttnFold& f) {
+    if (f.hd_v % 16) return fold_records_scalar(f);
+    const size_t rs = attn_record(f.hd_v);
+    alignas(64) float pm[16], pl[16], fx[16], fy[16], mk[16], lk[16];
+    thread_local std::vector<float> acc;
+    for (int j0 = 0; j0 < f.nq; j0 += 16) {
+        const int nj = std::min(16, f.nq - j0);
+        acc.assign(static_cast<size_t>(nj) * f.hd_v, 0.0f);
+        std::fill(pm, pm + 16, -std::numeric_limits<float>::infinity());
+        std::fill(pl, pl + 16, 0.0f);
+        for (int k = 0; k < f.n_chunks; ++k) {
+            std::fill(mk, mk + 16, -std::numeric_limits<float>::infinity());
+            std::fill(lk, lk + 16, 0.0f);
+            for (int jj = 0; jj < nj; ++jj) {
+                const float* r = f.rec + (static_cast<size_t>(k) * f.nq + j0 + jj) * rs;
+                mk[jj] = r[0];
+                lk[jj] = r[1];
+            }
+            fold_lanes(pm, pl, _mm512_load_ps(mk), _mm512_load_ps(lk), fx, fy);
+            for (int jj = 0; jj < nj; ++jj) {
+                if (fy[jj] == 0.0f && fx[jj] == 1.0f) continue;
+                const float* r = f.rec + (static_cast<size_t>(k) * f.nq + j0 + jj) * rs + 2;
+                for (int i = 0; i < f.hd_v; i += 16)
+                    fold_values(&acc[static_cast<size_t>(jj) * f.hd_v + i], _mm512_loadu_ps(r + i), fx[jj], fy[jj]);
+            }
+        }
+        for (int jj = 0; jj < nj; ++jj) {
+            const __m512 l = _mm512_set1_ps(pl[jj]);
+            float* o = f.out + (j0 + jj) * f.out_stride;
+            for (int i = 0; i < f.hd_v; i += 16)
+                _mm512_storeu_ps(o + i, _mm512_div_ps(_mm512_loadu_ps(&acc[static_cast<size_t>(jj) * f.hd_v + i]), l));
+        }
+    }
+}
+
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
     const int n_groups = (t.nq + 15) / 16, nq16 = n_groups * 16;
@@ -259,7 +347,8 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
 
     // Chunks of absolute positions; every head of the call before the next chunk, so each
     // chunk's rows are fetched from memory once (by the first head) for all heads.
-    for (int c0 = 0; c0 < t.n;) {
+    const size_t rs = attn_record(t.hd_v);
+    for (int c0 = 0, chunk = 0; c0 < t.n;) {
         const int c1 = std::min(t.n, chunk_end(t.pos0, c0)), m = c1 - c0;
         for (int h = 0; h < t.nh; ++h) {
             widen_rows(t.k + c0, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, m, t.hd, kv.data(), t.k_off,
@@ -286,21 +375,13 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                     lk = _mm512_add_ps(lk, e);
                     _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(e));
                 }
-                const __mmask16 here = _mm512_cmp_ps_mask(mk, ninf, _CMP_NEQ_OQ);
-                float* pm = &run_m[static_cast<size_t>(h) * nq16 + g * 16];
-                float* pl = &run_l[static_cast<size_t>(h) * nq16 + g * 16];
-                const __m512 m_old = _mm512_loadu_ps(pm);
-                const __m512 m_new = _mm512_mask_max_ps(m_old, here, m_old, mk);
-                const __mmask16 had = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
-                const __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), here,
-                                                    _mm512_maskz_mov_ps(had, exp_ps(_mm512_sub_ps(m_old, m_new))));
-                const __m512 y = _mm512_maskz_mov_ps(here, exp_ps(_mm512_sub_ps(mk, m_new)));
-                _mm512_storeu_ps(pm, m_new);
-                _mm512_storeu_ps(pl, _mm512_mask_mov_ps(_mm512_loadu_ps(pl), here,
-                                                        _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(pl), x),
-                                                                      _mm512_mul_ps(lk, y))));
-                _mm512_storeu_ps(&fx[g * 16], x);
-                _mm512_storeu_ps(&fy[g * 16], y);
+                if (t.partial) {  // the chunk's maximum and sum, as they are
+                    _mm512_storeu_ps(&fx[g * 16], mk);
+                    _mm512_storeu_ps(&fy[g * 16], lk);
+                    continue;
+                }
+                fold_lanes(&run_m[static_cast<size_t>(h) * nq16 + g * 16], &run_l[static_cast<size_t>(h) * nq16 + g * 16],
+                           mk, lk, &fx[g * 16], &fy[g * 16]);
             }
             // The chunk's weighted values: 4 queries x 64 outputs in registers, folded into
             // the running sums (a lane without cells here has x = 1, y = 0: unchanged).
@@ -325,18 +406,24 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                     }
                     for (int jj = 0; jj < nj; ++jj) {
                         const int j = j0 + jj;
-                        if (fy[j] == 0.0f && fx[j] == 1.0f) continue;
-                        const __m512 x = _mm512_set1_ps(fx[j]), y = _mm512_set1_ps(fy[j]);
-                        for (int v = 0; v < nv; ++v) {
-                            float* a = a_h + static_cast<size_t>(j) * t.hd_v + i0 + 16 * v;
-                            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(a), x), _mm512_mul_ps(ak[jj][v], y)));
+                        if (t.partial) {  // the record: m_k, l_k, the weighted values
+                            float* r = t.partial + h * t.partial_head_stride + (static_cast<size_t>(chunk) * t.nq + j) * rs;
+                            r[0] = fx[j];
+                            r[1] = fy[j];
+                            for (int v = 0; v < nv; ++v) _mm512_storeu_ps(r + 2 + i0 + 16 * v, ak[jj][v]);
+                            continue;
                         }
+                        if (fy[j] == 0.0f && fx[j] == 1.0f) continue;
+                        for (int v = 0; v < nv; ++v)
+                            fold_values(a_h + static_cast<size_t>(j) * t.hd_v + i0 + 16 * v, ak[jj][v], fx[j], fy[j]);
                     }
                 }
             }
         }
         c0 = c1;
+        ++chunk;
     }
+    if (t.partial) return;
 
     // out = acc / l.
     for (int h = 0; h < t.nh; ++h)
@@ -353,9 +440,9 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
 }  // namespace
 
 const AttnKernels& attn_kernels(Isa isa) {
-    static const AttnKernels scalar{tile_scalar};
+    static const AttnKernels scalar{tile_scalar, fold_records_scalar};
 #ifdef GLIA_SIMD_X86
-    static const AttnKernels avx512{tile_avx512};
+    static const AttnKernels avx512{tile_avx512, fold_records_avx512};
     if (isa == Isa::Avx512 && isa_supported(Isa::Avx512)) return avx512;
 #endif
     (void)isa;

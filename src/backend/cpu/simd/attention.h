@@ -42,6 +42,24 @@ struct AttnTile {
     float scale = 1.0f, softcap = 0.0f;
     float* out = nullptr;         // query j's hd_v outputs at out + j * out_stride
     size_t out_stride = 0;
+    // Partial mode (a deep cache's chunks shared among threads): with `partial` set, nothing
+    // goes to out; chunk k of the call (k from 0) leaves query j's record of head h at
+    // partial + h * partial_head_stride + (k * nq + j) * attn_record(hd_v): its maximum m_k,
+    // sum l_k and hd_v weighted values (m_k = -inf where the query sees no cell of the chunk).
+    // AttnKernels::fold then folds the records in chunk order as the tile would have.
+    float* partial = nullptr;
+    size_t partial_head_stride = 0;
+};
+
+inline size_t attn_record(int hd_v) { return static_cast<size_t>(hd_v) + 2; }
+
+// Records of n_chunks consecutive chunks (record of chunk k, query j at rec + (k * nq + j) *
+// attn_record(hd_v)), folded in chunk order into each query's outputs out + j * out_stride.
+struct AttnFold {
+    int nq = 0, hd_v = 0, n_chunks = 0;
+    const float* rec = nullptr;
+    float* out = nullptr;
+    size_t out_stride = 0;
 };
 
 struct AttnKernels {
@@ -51,6 +69,9 @@ struct AttnKernels {
     // m_k), l = l exp(m_old - m) + l_k exp(m_k - m), the same for a); out = a / l. Quantized rows are widened to f32 as they are read (exactly:
     // value times scale), so a query's bits depend on the cache's values only.
     void (*tile)(const AttnTile& t);
+    // The fold of partial-mode records: out bit for bit what one tile call over all the
+    // chunks gives.
+    void (*fold)(const AttnFold& f);
 };
 
 const AttnKernels& attn_kernels(Isa isa);
