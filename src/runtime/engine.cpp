@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "grammar/token_mask.h"
 #include "model/model.h"
+#include "runtime/engine_draft.h"
 #include "runtime/ngram_draft.h"
 #include "runtime/runner.h"
 #include "runtime/spec_accept.h"
@@ -57,6 +58,13 @@ struct Sequence {
     std::vector<double> pooled;    // embeddings: the sum (MEAN) or the last row (LAST)
     std::unique_ptr<NgramDraft> ngram;  // speculative decoding (EngineOptions::spec_draft_max)
     std::vector<int32_t> drafts;        // this step's drafted tokens, after `next`
+    // Draft model (EngineOptions::spec_draft): the tokens drafted at most this step (0: it
+    // does not speculate now), the draft's distribution of each drafted token (sampled
+    // requests), what the draft's cache of this slot holds, and the draft-side sampler.
+    int spec_k = 0;
+    std::vector<TokenDist> draft_q;
+    std::vector<int32_t> draft_cached;
+    std::unique_ptr<Sampler> draft_sampler;
     uint32_t cache_ns = 0;              // prefix-cache namespace of its LoRA scales
 };
 
@@ -105,6 +113,7 @@ struct Engine::Impl {
     const Model& model;
     EngineOptions opt;
     std::unique_ptr<Runner> runner;
+    std::unique_ptr<EngineDrafter> drafter;  // the draft model (EngineOptions::spec_draft)
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -149,10 +158,22 @@ struct Engine::Impl {
         for (int s = opt.n_parallel - 1; s >= 0; --s) free_slots.push_back(s);
         st.kv_blocks_total = runner->pages().n_pages();
         recurrent = runner->slot_state_bytes() > 0;
+        if (opt.spec_draft && opt.spec_draft_max <= 0)
+            fail("speculative decoding with a draft model needs --draft-max of at least 1, not ", opt.spec_draft_max);
         if (opt.spec_draft_max > 0 && recurrent)
             fail("speculative decoding needs to drop the drafted tokens a sequence rejects, but ", m.file().path(), " (",
-                 m.profile().arch, ") has recurrent layers whose state cannot be rolled back; serve it without "
-                 "--spec-ngram");
+                 m.profile().arch, ") has recurrent layers whose state cannot be rolled back; serve it without ",
+                 opt.spec_draft ? "--model-draft" : "--spec-ngram");
+        if (opt.spec_draft) {
+            EngineDraftOptions dopt;
+            dopt.n_ctx = runner->pages().n_cells();
+            dopt.n_slots = opt.n_parallel;
+            dopt.block_size = opt.block_size;
+            dopt.n_threads = opt.n_threads;
+            dopt.chunk = opt.prefill_chunk;
+            dopt.p_min = opt.spec_draft_p_min;
+            drafter = std::make_unique<EngineDrafter>(m, *opt.spec_draft, dopt);
+        }
         thread = std::thread([this] { loop(); });
     }
 
@@ -256,6 +277,7 @@ struct Engine::Impl {
             Sequence& s = *waiting.front();
             const int slot = free_slots.back();
             runner->reset_slot(slot);
+            if (drafter) drafter->release(slot);
             // The longest cached prefix, leaving at least the last token to compute (its
             // logits give the next token, and a shared page is never written).
             const int n_prompt = static_cast<int>(s.req.prompt.size());
@@ -314,17 +336,25 @@ struct Engine::Impl {
 
     // Prompt lookup for the decoding sequences that can speculate, once every running
     // sequence has the pages of its next token: a draft is kept only where its pages are
-    // free as well (it never preempts anyone).
+    // free as well (it never preempts anyone). With a draft model this only says how many
+    // tokens each may draft (spec_k): the draft model runs outside the lock (draft_by_model()).
     void draft() {
         PageTable& pages = runner->pages();
         for (auto& up : running) {
             Sequence& s = *up;
             s.drafts.clear();
+            s.draft_q.clear();
+            s.spec_k = 0;
             if (opt.spec_draft_max <= 0 || s.n_prompt_done < s.n_target || s.next < 0 || s.matcher ||
                 !s.req.logit_bias.empty() || s.req.logprobs || s.req.top_logprobs > 0 || s.req.embed != Pooling::NONE)
                 continue;
-            const int k = std::min(opt.spec_draft_max, s.req.max_tokens - s.n_generated - 1);
+            const int room = pages.n_cells() - static_cast<int>(s.history.size());
+            const int k = std::min({opt.spec_draft_max, s.req.max_tokens - s.n_generated - 1, room});
             if (k <= 0) continue;
+            if (drafter) {
+                s.spec_k = k;
+                continue;
+            }
             if (!s.ngram) s.ngram = std::make_unique<NgramDraft>(opt.spec_ngram_min, opt.spec_ngram_max);
             s.drafts = s.ngram->draft(s.history, k);
             if (static_cast<int>(s.drafts.size()) < opt.spec_draft_min) s.drafts.clear();
@@ -347,6 +377,8 @@ struct Engine::Impl {
         v.n_prompt_done = v.n_written = 0;
         v.pooled.clear();  // embeddings start over
         v.drafts.clear();
+        v.draft_q.clear();
+        v.spec_k = 0;
         v.preempted = true;
         ++st.preemptions;
         waiting.push_front(std::move(up));
@@ -354,8 +386,59 @@ struct Engine::Impl {
 
     void release(Sequence& s) {
         runner->pages().release(s.slot);
+        if (drafter) drafter->release(s.slot);
+        s.draft_cached.clear();  // drafts from scratch when it runs again
         free_slots.push_back(s.slot);
         s.slot = -1;
+    }
+
+    // The draft model's drafts for the sequences draft() chose, all of them batched
+    // (runtime/engine_draft.h); each kept where it is long enough (spec_draft_min) and the
+    // target's pages for it are free. Runs on the engine thread outside the lock (only
+    // this thread touches running sequences' drafting state and the page tables). False
+    // when the draft's forward pass failed (every request has been ended).
+    bool draft_by_model() {
+        std::vector<DraftJob> jobs;
+        std::vector<Sequence*> seqs;
+        for (auto& up : running) {
+            Sequence& s = *up;
+            if (s.spec_k <= 0 || s.cancelled) continue;
+            DraftJob j;
+            j.slot = s.slot;
+            j.text = &s.history;
+            j.k = s.spec_k;
+            j.sampler = s.sampler.get();
+            j.cached = &s.draft_cached;
+            j.draft_sampler = &s.draft_sampler;
+            j.drafts = &s.drafts;
+            j.q = &s.draft_q;
+            jobs.push_back(j);
+            seqs.push_back(&s);
+        }
+        if (jobs.empty()) return true;
+        try {
+            drafter->draft(jobs);
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lk(mu);
+            for (auto& s : running) {
+                release(*s);
+                finish(*s, FinishReason::ERROR, std::string("draft model: ") + e.what());
+            }
+            running.clear();
+            st.running = 0;
+            return false;
+        }
+        PageTable& pages = runner->pages();
+        for (Sequence* s : seqs) {
+            s->spec_k = 0;
+            const int need = static_cast<int>(s->history.size() + s->drafts.size());
+            if (static_cast<int>(s->drafts.size()) < std::max(1, opt.spec_draft_min) || !pages.can_reserve(s->slot, need) ||
+                !pages.reserve(s->slot, need)) {
+                s->drafts.clear();
+                s->draft_q.clear();
+            }
+        }
+        return true;
     }
 
     void loop() {
@@ -418,6 +501,7 @@ struct Engine::Impl {
     // reading their prompt, the last sampled token for the others.
     void step(uint64_t& window_tokens) {
         if (!step_embeddings()) return;
+        if (drafter && !draft_by_model()) return;
         std::vector<int32_t> tokens, pos, seq, out_ids;
         std::vector<Sequence*> out_seq;
         std::vector<int> out_row;  // each of out_seq's first output row (a speculating one has 1 + drafts)
@@ -547,7 +631,9 @@ struct Engine::Impl {
     // published).
     void verify(Sequence& s, const int32_t* ids, const float* logits, int V, uint64_t& window_tokens) {
         const std::vector<int32_t> drafts = std::move(s.drafts);
+        const std::vector<TokenDist> q_model = std::move(s.draft_q);  // the draft model's (sampled)
         s.drafts.clear();
+        s.draft_q.clear();
         size_t kept = 0;
         for (size_t j = 0; j <= drafts.size(); ++j) {
             const float* l = logits ? logits + j * static_cast<size_t>(V) : nullptr;
@@ -556,9 +642,10 @@ struct Engine::Impl {
                 tok = s.sampler->sample(l, V, s.history);
             } else if (!ids) {
                 s.sampler->distribution(l, V, s.history, spec_p.ids, spec_p.p);
-                TokenDist q;
-                q.one_hot(drafts[j]);
-                tok = spec_accept(spec_p, q, drafts[j], s.sampler->rng()).token;
+                // Prompt lookup's draft is certain: q is 1 at the drafted token.
+                TokenDist lookup;
+                if (j >= q_model.size()) lookup.one_hot(drafts[j]);
+                tok = spec_accept(spec_p, j < q_model.size() ? q_model[j] : lookup, drafts[j], s.sampler->rng()).token;
             }
             const bool agrees = j < drafts.size() && tok == drafts[j];
             kept += agrees;
@@ -606,6 +693,7 @@ struct Engine::Impl {
         const PageTable& pages = runner->pages();
         st.kv_blocks_used = pages.pages_used();
         st.kv_blocks_cached = pages.pages_cached();
+        st.draft_kv_blocks_used = drafter ? drafter->pages_used() : 0;
         st.prefix_evictions = pages.evictions();
     }
 

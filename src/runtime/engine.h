@@ -74,6 +74,15 @@ struct EngineOptions {
     int spec_draft_max = 0;
     int spec_draft_min = 0;  // a shorter draft is not verified
     int spec_ngram_min = 1, spec_ngram_max = 4;
+    // Speculative decoding with a draft model instead of prompt lookup (runtime/engine_draft.h):
+    // a smaller model with the target's vocabulary (owned by the caller, living longer than
+    // the engine) drafts up to spec_draft_max tokens per sequence and step, every
+    // sequence's draft steps batched together, on the CPU with n_threads; its KV cache
+    // holds n_ctx cells too. A vocabulary that differs is refused (naming the first
+    // differing token), and so are draft models with recurrent state. Sampled requests
+    // are accepted by the rule of runtime/spec_accept.h with the draft's distribution.
+    const Model* spec_draft = nullptr;
+    float spec_draft_p_min = 0.0f;  // greedy drafting stops at a token the draft gives less than this
     // Events a request's consumer may leave untaken; one more cancels the request.
     int max_pending_events = 1024;
     // Tests: runs on the engine thread before each step, outside its lock (e.g. to hold
@@ -175,8 +184,10 @@ struct EngineStats {
     uint64_t grammar_masks = 0;           // token masks computed (structured output)
     double grammar_mask_seconds = 0;      // time spent computing them
     double decode_tokens_per_second = 0;  // recent generation throughput (all sequences)
-    // Speculative decoding: drafted tokens verified, and of those kept.
+    // Speculative decoding: drafted tokens verified, and of those kept (prompt lookup or a
+    // draft model); the draft model's KV pages in use.
     uint64_t spec_drafted = 0, spec_accepted = 0;
+    int draft_kv_blocks_used = 0;
 };
 
 class QueueFull : public std::runtime_error {

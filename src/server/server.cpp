@@ -351,6 +351,12 @@ struct HttpServer::Impl {
                       {"cache_type_k", cache_type_name(eo.placement.cache.k)},
                       {"cache_type_v", cache_type_name(eo.placement.cache.v)},
                       {"prefix_cache", eo.prefix_cache},
+                      // Speculative decoding: "none", "prompt lookup" (--spec-ngram) or "draft model"
+                      // (--model-draft, the file in draft_model).
+                      {"speculative", eo.spec_draft ? "draft model" : eo.spec_draft_max > 0 ? "prompt lookup" : "none"},
+                      {"draft_model", eo.spec_draft ? json(eo.spec_draft->file().path()) : json(nullptr)},
+                      {"draft_max", eo.spec_draft_max},
+                      {"draft_min", eo.spec_draft_min},
                       {"chat_template", opt.chat_template},
                       // Where it came from: "model" (the file's tokenizer.chat_template), "file"
                       // (glia serve --template, chat_template_file), "none" (plain role lines).
@@ -714,7 +720,8 @@ struct HttpServer::Impl {
         metric("glia_requests_preempted_total", "counter",
                "Running requests paused to free KV-cache pages (recomputed when they resume).", s.preemptions);
         metric("glia_speculative_drafted_tokens_total", "counter",
-               "Tokens drafted by prompt lookup (--spec-ngram) and verified.", s.spec_drafted);
+               "Tokens drafted (prompt lookup, --spec-ngram, or a draft model, --model-draft) and verified.",
+               s.spec_drafted);
         metric("glia_speculative_accepted_tokens_total", "counter",
                "Drafted tokens the model confirmed (each saved a decode step).", s.spec_accepted);
         metric("glia_queue_depth", "gauge", "Requests waiting for a slot.", s.waiting);
@@ -723,6 +730,8 @@ struct HttpServer::Impl {
         metric("glia_decode_tokens_per_second", "gauge", "Recent generation throughput over all sequences.",
                s.decode_tokens_per_second);
         metric("glia_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", s.kv_blocks_used);
+        metric("glia_draft_kv_cache_blocks_used", "gauge", "The draft model's KV-cache blocks in use (--model-draft).",
+               s.draft_kv_blocks_used);
         metric("glia_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.", s.kv_blocks_total);
         metric("glia_kv_cache_blocks_cached", "gauge", "KV-cache blocks held by no request, kept for prefix reuse.",
                s.kv_blocks_cached);

@@ -128,12 +128,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
     eo.prefill_chunk = static_cast<int>(a.integer("--prefill-chunk", 1, 1 << 20));
     eo.prefix_cache = !a.has("--no-prefix-cache");
     const SpecOptions spec = speculative_options(a);
-    if (a.has("--model-draft")) fail("glia serve speculates by prompt lookup only in this version: use --spec-ngram");
-    if (spec.ngram) {
+    if (spec.ngram || a.has("--model-draft")) {
         eo.spec_draft_max = spec.draft_max;
         eo.spec_draft_min = spec.draft_min;
         eo.spec_ngram_min = spec.ngram_min;
         eo.spec_ngram_max = spec.ngram_max;
+        eo.spec_draft_p_min = spec.draft_p_min;
     }
 
     const std::string path = model_path(a);
@@ -141,6 +141,13 @@ int cmd_serve(const std::vector<std::string>& argv) {
     use_devices(a, *model, eo.n_ctx, eo.n_parallel, eo);
     const LoraAdapters loras = load_lora_options(a, *model);
     eo.lora = loras.list();
+    // The draft model runs on the CPU with the server's threads (the engine checks that
+    // its vocabulary is the target's).
+    std::unique_ptr<Model> draft_model;
+    if (a.has("--model-draft")) {
+        draft_model = load_model(a.str("--model-draft"));
+        eo.spec_draft = draft_model.get();
+    }
     so.model_path = path;
     so.model_id = a.has("--alias") ? a.str("--alias") : std::filesystem::path(path).stem().string();
     so.verbose = a.has("-v");
@@ -173,8 +180,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
         }
         if (c == 's') http.stop();
     });
-    std::fprintf(stderr, "glia serve: listening on http://%s:%d (model '%s', context %d, parallel %d%s)\n",
-                 so.host.c_str(), http.port(), so.model_id.c_str(), eo.n_ctx, eo.n_parallel,
+    const std::string speculation =
+        eo.spec_draft ? cat(", draft model '", a.str("--model-draft"), "' (draft-max ", eo.spec_draft_max, ")")
+        : eo.spec_draft_max > 0 ? cat(", prompt lookup (draft-max ", eo.spec_draft_max, ")")
+                                : std::string();
+    std::fprintf(stderr, "glia serve: listening on http://%s:%d (model '%s', context %d, parallel %d%s%s)\n",
+                 so.host.c_str(), http.port(), so.model_id.c_str(), eo.n_ctx, eo.n_parallel, speculation.c_str(),
                  so.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     http.run();
