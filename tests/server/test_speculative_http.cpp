@@ -65,6 +65,11 @@ void check_unchanged_and_counted(const ServerProcess& srv) {
 TEST(ServerSpeculative, GreedyAnswersAreUnchangedAndCounted) {
     ServerProcess srv(stories(), {"--parallel", "4", "--spec-ngram", "--draft-max", "8"});
     ASSERT_TRUE(srv.ok()) << srv.log();
+    auto res = srv.client().Get("/props");
+    ASSERT_TRUE(res);
+    const json props = json::parse(res->body);
+    EXPECT_EQ(props["speculative"], "prompt lookup");
+    EXPECT_TRUE(props["draft_model"].is_null());
     check_unchanged_and_counted(srv);
 }
 

@@ -169,13 +169,14 @@ TEST(SpecEngineDraft, CountsAreTheSameAloneAndTogether) {
 // follows what the target accepted: a stale or misplaced one drafts other tokens), and a
 // seeded sampled request draws what the Speculator draws (the same acceptance rule, the
 // same generator order): the same tokens and the same drafted and accepted counts, with
-// the four requests running together.
-void check_as_speculator(float temperature) {
+// the four requests running together. p_min: greedy drafting stops at an unsure token.
+void check_as_speculator(float temperature, float p_min = 0.0f) {
     Models ms;
     const int n = 40;
     SpecOptions o;
     o.draft = ms.draft.get();
     o.draft_max = 6;
+    o.draft_p_min = p_min;
     std::vector<GenerationRequest> reqs;
     std::vector<std::vector<int32_t>> want;
     SpecStats total;
@@ -194,10 +195,12 @@ void check_as_speculator(float temperature) {
         total.drafted += st.drafted;
         total.accepted += st.accepted;
     }
-    Engine engine(*ms.target, draft_options(*ms.draft, 4096, 4, 6));
+    EngineOptions eo = draft_options(*ms.draft, 4096, 4, 6);
+    eo.spec_draft_p_min = p_min;
+    Engine engine(*ms.target, eo);
     EXPECT_EQ(run_all(engine, reqs), want);
     const EngineStats st = engine.stats();
-    print_stats(temperature > 0 ? "4 sampled requests" : "4 requests", st);
+    print_stats(temperature > 0 ? "4 sampled requests" : p_min > 0 ? "4 requests, p-min" : "4 requests", st);
     EXPECT_GT(st.spec_accepted, 0u);
     EXPECT_EQ(st.spec_drafted, static_cast<uint64_t>(total.drafted));
     EXPECT_EQ(st.spec_accepted, static_cast<uint64_t>(total.accepted));
@@ -205,6 +208,7 @@ void check_as_speculator(float temperature) {
 
 TEST(SpecEngineDraft, GreedyDraftsAsRunsSpeculator) { check_as_speculator(0.0f); }
 TEST(SpecEngineDraft, SampledDrawsAsRunsSpeculator) { check_as_speculator(0.8f); }
+TEST(SpecEngineDraft, DraftPMinDraftsAsRunsSpeculator) { check_as_speculator(0.0f, 0.6f); }
 
 // A cache far smaller than the requests' budgets: sequences are preempted (their draft
 // pages freed, their drafting started over when they resume) and still answer as alone.
