@@ -3,11 +3,14 @@
 // (row path and packed GEMM path) against a plain loop of scalar dot products.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/simd/matmul.h"
@@ -462,6 +465,63 @@ TEST(ThreadPool, ManyRapidRunsAndSleepWake) {
         });
         want += n * (n - 1) / 2;
         if (it % 5000 == 4999) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // workers fall asleep
+    }
+    EXPECT_EQ(total.load(), want);
+}
+
+// A worker that stops for a long time (as one the system takes off its core on a loaded
+// machine) right after taking its first chunk: the other threads take every other chunk
+// instead of waiting for it. With a share fixed per worker the stalled thread would still
+// owe the rest of its 1/threads of the range.
+TEST(ThreadPool, OthersTakeAStalledWorkersChunks) {
+    for (int threads : {2, 3}) {
+        cpu::ThreadPool pool(threads);
+        const int64_t n = 96;
+        const std::thread::id caller = std::this_thread::get_id();
+        std::mutex mu;
+        std::thread::id stalled_id;
+        int64_t by_stalled = 0;
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+            bool stall = false;
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                const std::thread::id me = std::this_thread::get_id();
+                if (me != caller && stalled_id == std::thread::id()) stalled_id = me, stall = true;
+                if (me == stalled_id) by_stalled += e - b;
+            }
+            if (stall) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            else std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time for the workers to wake
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << i;
+        // Its one chunk (a quarter of a worker's share), not its whole share.
+        EXPECT_LE(by_stalled, n / threads / 4) << threads << " threads";
+    }
+}
+
+// parallel_for (which does not wait for late workers) and run (which needs every worker)
+// interleaved, with sleeps so workers fall asleep between them: every index once, every
+// worker once per run.
+TEST(ThreadPool, ParallelForAndRunInterleave) {
+    cpu::ThreadPool pool(3);
+    std::atomic<int64_t> total{0};
+    int64_t want = 0;
+    for (int it = 0; it < 20000; ++it) {
+        if (it % 3 == 2) {
+            std::vector<std::atomic<int>> seen(3);
+            pool.run([&](int ith, int) { seen[size_t(ith)].fetch_add(1); });
+            for (auto& s : seen) ASSERT_EQ(s.load(), 1) << "run " << it;
+        } else {
+            const int64_t n = 1 + it % 29;
+            pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                int64_t s = 0;
+                for (int64_t i = b; i < e; ++i) s += i + 1;
+                total.fetch_add(s);
+            });
+            want += n * (n + 1) / 2;
+        }
+        if (it % 4000 == 3999) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(total.load(), want);
 }

@@ -33,6 +33,9 @@ constexpr int kPauseNs = 27;
 constexpr int kBudgetMinNs = 16 * kPauseNs, kBudgetMaxNs = 200'000;
 constexpr int kYieldLostNs = 20'000;  // a yield that returns later than this ran another thread
 using Clock = std::chrono::steady_clock;
+// parallel_for's chunks per worker: enough that the others absorb a descheduled worker's
+// share in small pieces, few enough that a chunk's fixed cost stays negligible.
+constexpr int kChunksPerThread = 4;
 
 struct Waiter {
     int& budget_ns;
@@ -113,6 +116,10 @@ void ThreadPool::worker(int ith) {
         spin.done(slept);
         seen = g;
         if (stop_.load(std::memory_order_acquire)) return;
+        if (g & 1) {
+            run_chunks(g);  // parallel_for: nobody waits for this worker
+            continue;
+        }
         (*job_)(ith, n_threads_);
         if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
             caller_sleeping_.load(std::memory_order_seq_cst))
@@ -120,36 +127,66 @@ void ThreadPool::worker(int ith) {
     }
 }
 
-void ThreadPool::run(FunctionRef<void(int, int)> fn) {
-    if (n_threads_ == 1) { fn(0, 1); return; }
-    job_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
-    fn(0, n_threads_);
+// The caller waits (spin, yield, sleep) until counter reaches `until`; whoever moves it there
+// wakes the caller when caller_sleeping_ is set.
+void ThreadPool::wait_caller(std::atomic<int>& counter, int until) {
     Waiter spin{caller_wait_ns_};
     bool slept = false;
-    for (int p; (p = pending_.load(std::memory_order_acquire)) != 0;) {
+    for (int p; (p = counter.load(std::memory_order_acquire)) != until;) {
         if (spin.step()) continue;
         caller_sleeping_.store(true, std::memory_order_seq_cst);
-        if ((p = pending_.load(std::memory_order_seq_cst)) != 0) pending_.wait(p, std::memory_order_seq_cst);
+        if ((p = counter.load(std::memory_order_seq_cst)) != until) counter.wait(p, std::memory_order_seq_cst);
         caller_sleeping_.store(false, std::memory_order_relaxed);
         slept = true;
     }
     spin.done(slept);
+}
+
+void ThreadPool::run(FunctionRef<void(int, int)> fn) {
+    if (n_threads_ == 1) { fn(0, 1); return; }
+    job_ = &fn;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.store((generation_.load(std::memory_order_relaxed) & ~1u) + 2, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+    fn(0, n_threads_);
+    wait_caller(pending_, 0);
     job_ = nullptr;
+}
+
+// Claims and runs chunks of generation gen until none is left. A claim succeeds only while
+// gen's job is running (its chunk is not done, so the caller has not returned): range_fn_
+// and range_n_ are gen's, published before claim_ (release) and read after the claim (acquire).
+void ThreadPool::run_chunks(uint32_t gen) {
+    uint64_t w = claim_.load(std::memory_order_acquire);
+    for (;;) {
+        if (uint32_t(w >> 32) != gen) return;
+        const int chunks = int((w >> 16) & 0xffff), i = int(w & 0xffff);
+        if (i >= chunks) return;
+        if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+        const int64_t n = range_n_;
+        (*range_fn_)(n * i / chunks, n * (i + 1) / chunks);
+        if (chunks_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == chunks &&
+            caller_sleeping_.load(std::memory_order_seq_cst))
+            chunks_done_.notify_one();
+        w = claim_.load(std::memory_order_acquire);
+    }
 }
 
 void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) {
     if (n <= 0) return;
     const int nth = static_cast<int>(std::min<int64_t>(n_threads_, n));
     if (nth == 1) { fn(0, n); return; }
-    run([&](int ith, int) {
-        if (ith >= nth) return;
-        const int64_t per = (n + nth - 1) / nth;
-        const int64_t b = ith * per, e = std::min(n, b + per);
-        if (b < e) fn(b, e);
-    });
+    const int chunks = static_cast<int>(std::min<int64_t>({n, int64_t(nth) * kChunksPerThread, 0xffff}));
+    range_fn_ = &fn;
+    range_n_ = n;
+    chunks_done_.store(0, std::memory_order_relaxed);
+    const uint32_t g = (generation_.load(std::memory_order_relaxed) & ~1u) + 3;
+    claim_.store(uint64_t(g) << 32 | uint64_t(chunks) << 16, std::memory_order_release);
+    generation_.store(g, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+    run_chunks(g);
+    wait_caller(chunks_done_, chunks);
+    range_fn_ = nullptr;
 }
 
 }  // namespace glia::cpu

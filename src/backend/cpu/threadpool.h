@@ -8,6 +8,12 @@
 // waiting without sleeping pays off. The caller only issues a wake-up system call when some
 // worker is actually asleep. Completion is a countdown the caller waits on the same way.
 // Jobs are passed as non-owning references: no allocation per call.
+//
+// parallel_for does not wait for every worker: its range is cut into a few chunks per worker
+// that the caller and the workers claim from one counter, and it returns when every chunk is
+// done. A worker the system has taken off its core (a loaded machine) thus costs its chunk's
+// time, not a scheduler time slice: the others take its chunks. run() still needs every
+// worker (its jobs are split by worker index).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -49,15 +55,24 @@ public:
     // fn(ith, nth): every worker runs fn once with its index. Not reentrant: fn must not
     // call run/parallel_for on the same pool.
     void run(FunctionRef<void(int ith, int nth)> fn);
-    // Splits [0, n) into contiguous ranges, one per worker: fn(begin, end).
+    // Splits [0, n) into contiguous chunks (a few per worker; their bounds depend on n and the
+    // pool's size only) and calls fn(begin, end) once per chunk, on whichever thread claims it.
     void parallel_for(int64_t n, FunctionRef<void(int64_t begin, int64_t end)> fn);
 
 private:
     void worker(int ith);
     void stop_workers();
+    void run_chunks(uint32_t gen);
+    void wait_caller(std::atomic<int>& counter, int until);
     int n_threads_;
     std::vector<std::thread> threads_;
+    // The generation's low bit says which job it is: 0 run(), 1 parallel_for().
     const FunctionRef<void(int, int)>* job_ = nullptr;
+    const FunctionRef<void(int64_t, int64_t)>* range_fn_ = nullptr;
+    int64_t range_n_ = 0;
+    // parallel_for's chunks: generation (32 bits) | chunks (16) | next chunk to claim (16).
+    alignas(64) std::atomic<uint64_t> claim_{0};
+    alignas(64) std::atomic<int> chunks_done_{0};
     alignas(64) std::atomic<uint32_t> generation_{0};
     alignas(64) std::atomic<int> pending_{0};
     alignas(64) std::atomic<int> sleepers_{0};
