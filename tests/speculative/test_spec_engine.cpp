@@ -8,45 +8,16 @@
 
 #include "greedy_alone.h"
 #include "model/model.h"
+#include "engine_requests.h"
 #include "runtime/engine.h"
 #include "test_util.h"
 
 using namespace glia;
+using glia::test::Collector;
+using glia::test::kPrompts;
 
 namespace {
 
-const char* kPrompts[] = {
-    "Once upon a time",       "Lily and Tom went to the park. Lily and Tom", "The little dog ran. The little dog",
-    "One day, a girl named Sue", "The sun was hot",                          "Tim had a big red ball. Tim had a big",
-    "Mom said",               "In the forest there was a tree",              "The cat sat",
-    "Ben liked to run",       "A bird flew. A bird flew. A bird",            "The boat was small",
-    "She found a shell",      "They ate cake and cake and",                  "The moon was up",
-    "He saw a frog",
-};
-
-struct Collector {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<int32_t> tokens;
-    bool done = false;
-    FinishReason finish = FinishReason::NONE;
-    TokenCallback callback() {
-        return [this](const TokenEvent& ev) {
-            std::lock_guard<std::mutex> lk(mu);
-            if (ev.token >= 0) tokens.push_back(ev.token);
-            if (ev.done) {
-                done = true;
-                finish = ev.finish;
-                cv.notify_all();
-            }
-            return true;
-        };
-    }
-    void wait() {
-        std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return done; });
-    }
-};
 
 // 16 requests at once (every other one sampled when `mixed`): the greedy ones answer as alone.
 void check_concurrent(bool mixed, bool prefix_cache) {
