@@ -539,13 +539,7 @@ struct Engine::Impl {
         // is computed and ignored, which keeps the graph shapes non-empty.
         const bool any_out = !out_ids.empty();
         if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
-        StepInputs in;
-        in.tokens = tokens.data();
-        in.pos = pos.data();
-        in.seq = seq.data();
-        in.n_tokens = static_cast<int>(tokens.size());
-        in.out_ids = out_ids.data();
-        in.n_out = static_cast<int>(out_ids.size());
+        StepInputs in = StepInputs::of(tokens, pos, seq, out_ids);
         in.lora_scales = lora_rows(seq);
         // Only ids are needed when every output is a plain greedy pick.
         bool ids_only = opt.greedy_ids;
@@ -722,13 +716,7 @@ struct Engine::Impl {
         if (tokens.empty()) return true;
         const bool any_out = !out_ids.empty();
         if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
-        StepInputs in;
-        in.tokens = tokens.data();
-        in.pos = pos.data();
-        in.seq = seq.data();
-        in.n_tokens = static_cast<int>(tokens.size());
-        in.out_ids = out_ids.data();
-        in.n_out = static_cast<int>(out_ids.size());
+        StepInputs in = StepInputs::of(tokens, pos, seq, out_ids);
         in.lora_scales = lora_rows(seq);
         in.hidden = true;
         const float* h = nullptr;

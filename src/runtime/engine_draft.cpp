@@ -106,13 +106,7 @@ void EngineDrafter::draft(std::vector<DraftJob>& jobs) {
         // A step of catch-up chunks only still computes one row, to keep the shapes non-empty.
         const bool any_out = !out_ids.empty();
         if (!any_out) out_ids.push_back(static_cast<int32_t>(tokens.size()) - 1);
-        StepInputs in;
-        in.tokens = tokens.data();
-        in.pos = pos.data();
-        in.seq = seq.data();
-        in.n_tokens = static_cast<int>(tokens.size());
-        in.out_ids = out_ids.data();
-        in.n_out = static_cast<int>(out_ids.size());
+        StepInputs in = StepInputs::of(tokens, pos, seq, out_ids);
         const float* logits = runner_->forward(in);
         if (!any_out) continue;
         for (size_t i = 0; i < jobs.size(); ++i) {

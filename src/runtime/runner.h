@@ -73,6 +73,20 @@ struct StepInputs {
     const float* lora_scales = nullptr;
     // Testing: experts per layer, [n_used][n_tokens] ids (nullptr for layers without MoE).
     std::vector<const int32_t*> forced_experts;
+
+    // A step of tokens (their positions and slots alike long) of which the rows out_ids
+    // are wanted; the vectors outlive the step.
+    static StepInputs of(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos,
+                         const std::vector<int32_t>& seq, const std::vector<int32_t>& out_ids) {
+        StepInputs in;
+        in.tokens = tokens.data();
+        in.pos = pos.data();
+        in.seq = seq.data();
+        in.n_tokens = static_cast<int>(tokens.size());
+        in.out_ids = out_ids.data();
+        in.n_out = static_cast<int>(out_ids.size());
+        return in;
+    }
 };
 
 class Runner {
