@@ -8,6 +8,7 @@
 // scheduled by the OS), speed. run.sh builds it.
 #include "kernels_emu.h"
 #include "attention_check.h"
+#include "attention_core_check.h"
 #include <cstdio>
 #include <map>
 #include <random>
@@ -423,7 +424,8 @@ int main() {
         return check_products() + check_mma16_products() + check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
-    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention") return check_attention_tc();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention")
+        return check_attention_core() + check_attention_tc();
     EmuBackend emu;
     int bad = 0, n = 0;
     auto run = [&](OpSpec s) {
@@ -506,7 +508,8 @@ int main() {
             run(r);
         }
     }
-    const int pb = check_products() + check_mma16_products() + check_moe_packed() + check_attention_tc();
-    std::printf("%d of %d checks failed\n", bad + pb, n + 15);
+    const int pb = check_products() + check_mma16_products() + check_moe_packed() + check_attention_core() +
+                   check_attention_tc();
+    std::printf("%d of %d checks failed\n", bad + pb, n + 24);
     return bad + pb;
 }

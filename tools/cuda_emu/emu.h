@@ -16,7 +16,6 @@ using cudaStream_t = void*;
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim, gridDim;
 inline std::barrier<>* g_bar;
-inline thread_local std::barrier<>* g_wbar;  // this thread's warp (mma)
 inline std::vector<double> g_xchg(1024);
 inline std::atomic<int> g_or{0};
 inline std::vector<char> g_dyn(1 << 20);
@@ -25,20 +24,23 @@ inline bool __syncthreads_or(bool p) {
     g_bar->arrive_and_wait(); if (p) g_or = 1; g_bar->arrive_and_wait();
     const bool r = g_or.load(); g_bar->arrive_and_wait(); if (threadIdx.x == 0) g_or = 0; g_bar->arrive_and_wait(); return r;
 }
+// Shuffles wait for the thread's warp only (g_wbar), as on the device: warps of a block may
+// take different paths (the attention's warps that have no query head left).
+inline thread_local std::barrier<>* g_wbar;  // this thread's warp
 template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
     const unsigned t = threadIdx.x;
     g_xchg[t] = double(v);
-    g_bar->arrive_and_wait();
+    g_wbar->arrive_and_wait();
     const T r = T(g_xchg[(t & ~31u) | ((t & 31u) ^ unsigned(o))]);
-    g_bar->arrive_and_wait();
+    g_wbar->arrive_and_wait();
     return r;
 }
 template <class T> T __shfl_sync(unsigned, T v, int src) {
     const unsigned t = threadIdx.x;
     g_xchg[t] = double(v);
-    g_bar->arrive_and_wait();
+    g_wbar->arrive_and_wait();
     const T r = T(g_xchg[(t & ~31u) | (unsigned(src) & 31u)]);
-    g_bar->arrive_and_wait();
+    g_wbar->arrive_and_wait();
     return r;
 }
 template <class F, class... A> void emu_launch(dim3 grid, dim3 block, size_t, cudaStream_t, F f, A... args) {
@@ -66,7 +68,9 @@ inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct uint2 { uint32_t x, y; };

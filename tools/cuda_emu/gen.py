@@ -88,6 +88,7 @@ def dyn_smem(s):
 
 parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('glu.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'),
          dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
+parts.append(body('kv_rows.cuh'))  # the KV cache row types of k_attention.cu
 for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu', 'k_attention.cu',
           'k_attention_tc.cu']:
     # names each file keeps to itself on the device (one translation unit each there)

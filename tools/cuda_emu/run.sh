@@ -6,9 +6,12 @@
 # split and whole-K paths: GLIA_EMU_SMS); the F16/BF16 tensor-core products at 1, 3, 20 and
 # 130 tokens and grouped by input (the many-token products on the mma.sync tile kernel and,
 # GLIA_MMA16_WGMMA=1, on warpgroup instructions: wgmma emulated with B read through its
-# descriptor as documented); the tensor-core attention (attention_check.h: against a double
-# reference, and the bits of tokens alone and in other batches; GLIA_EMU_ONLY=attention runs
-# only it, GLIA_CUDA_ATTN_WARPS=8 its 8-warp tiles). Needs build/libglia_lib.a (a CPU-only
+# descriptor as documented); the CUDA-core attention over f16, bf16, q8_0 and q4_0 caches
+# (attention_core_check.h: the stored rows against the CPU's bytes, a double reference over
+# the cache as the CPU widens it, tokens alone against the batch) and the tensor-core
+# attention (attention_check.h: against a double reference, and the bits of tokens alone and
+# in other batches); GLIA_EMU_ONLY=attention runs only the attention checks,
+# GLIA_CUDA_ATTN_WARPS=8 the tensor-core kernel's 8-warp tiles. Needs build/libglia_lib.a (a CPU-only
 # build's will do) and takes about 10 minutes on 2 cores (a thread per CUDA thread). What it
 # cannot show: speed, register or shared-memory limits, races between warps.
 # Usage: tools/cuda_emu/run.sh [BUILD_DIR]
@@ -21,7 +24,7 @@ here="$root/tools/cuda_emu"
 python3 "$here/gen.py" "$root" "$work/kernels_emu.h"
 cudart="$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a"
 g++ -std=c++20 -O1 -w -I"$root/src" -I"$here" -I"$work" "$here/driver.cpp" "$build/libglia_lib.a" "$cudart" \
-  -ldl -lrt -lpthread -o "$work/driver"
+  -lcpp-httplib -lssl -lcrypto -lz -lbrotlienc -lbrotlidec -lpcre2-8 -ldl -lrt -lpthread -o "$work/driver"
 status=0
 "$work/driver" || status=1
 echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "common.cuh"
+#include "kv_rows.cuh"
 #include "packed.cuh"
 #include "launch.cuh"
 #include "strided.cuh"
@@ -188,12 +189,15 @@ public:
             case Op::ATTENTION: {
                 const Tensor* q = s[AttnArg::Q];
                 const Tensor* v = s[AttnArg::V];
-                return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) &&
-                       is(s[AttnArg::K_CACHE], DType::F16) && is(s[AttnArg::V_CACHE], DType::F16) &&
+                const Tensor* kc = s[AttnArg::K_CACHE];
+                const Tensor* vc = s[AttnArg::V_CACHE];
+                // Caches of F16, BF16, Q8_0 or Q4_0 (kv_rows.cuh), rows of whole blocks.
+                return is(q, DType::F32) && is(s[AttnArg::K], DType::F32) && is(v, DType::F32) && kc && vc &&
+                       kv_cache_supported(kc->type, kc->ne[0]) && kv_cache_supported(vc->type, vc->ne[0]) &&
                        q->ne[0] % 8 == 0 && q->ne[0] <= 512 && v->ne[0] % 8 == 0 && v->ne[0] <= 512 &&
                        q->ne[1] % s[AttnArg::K]->ne[1] == 0 && q->ne[1] / s[AttnArg::K]->ne[1] <= 16 &&
-                       attention_smem_bytes(q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0], v->ne[0]) <=
-                           attention_max_smem();
+                       attention_kv_smem_bytes(kc->type, vc->type, q->ne[1] / s[AttnArg::K]->ne[1], q->ne[0],
+                                               v->ne[0]) <= attention_max_smem();
             }
             // (a routing block's probabilities fit the default 48 KiB of shared memory)
             case Op::MOE_TOPK: return is(s[0], DType::F32) && s[0]->is_contiguous() && s[0]->ne[0] <= 3072;

@@ -8,7 +8,13 @@
 // Splits write their (max, sum, accumulator) and a second kernel merges them. q is
 // rounded to f16 for q.k and the weights to f16 for the product with V, as the CPU and
 // the reference do. No length limit: cells are streamed.
+// Caches of BF16, Q8_0 or Q4_0 (kv_rows.cuh): the store kernel quantizes each token's row
+// once as the CPU does, and the attention block widens the 32 cells' rows to f32 as it
+// stages them (the CPU's values exactly), then scores and sums them as for f16.
+#include <type_traits>
+
 #include "common.cuh"
+#include "kv_rows.cuh"
 
 namespace glia::cuda {
 namespace {
@@ -43,12 +49,27 @@ __global__ void store_kv4_kernel(Rows k, Rows v, const int32_t* cells, uint16_t*
     if (i < hd_v / 4) put(vc + cell * vc_row + int64_t(h) * hd_v + 4 * i, reinterpret_cast<const float4*>(v.f(h, t))[i]);
 }
 
+// Caches of other types than f16 (either or both): a block per token, a warp per 32 values
+// of a row (kv_rows.cuh), the K row then the V row.
+__global__ void store_kv_typed_kernel(Rows k, Rows v, const int32_t* cells, uint8_t* kc, int64_t kc_row, int kt,
+                                      uint8_t* vc, int64_t vc_row, int vt, int hd, int hd_v, int n_kv) {
+    pdl_next();
+    pdl_wait();
+    const int64_t t = blockIdx.x, cell = cells[t];
+    const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    kv_store_row(kt, k, t, hd, n_kv, kc + cell * kc_row, warp, nwarps, lane);
+    kv_store_row(vt, v, t, hd_v, n_kv, vc + cell * vc_row, warp, nwarps, lane);
+}
+
 // Head sizes: any multiple of 8 up to kMaxHead (K rows and V rows are staged in 16-byte
 // chunks); a lane accumulates value dims lane, lane + 32, ... (PL of them at most).
 constexpr int kMaxHead = 512;
 constexpr int kSplitCells = 64;
 constexpr int kMaxSplit = 16;
 constexpr int kWarps = 4;
+
+__device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ float to_float(float f) { return f; }
 
 __device__ __forceinline__ int n_splits(int len) { return min(kMaxSplit, (len + kSplitCells - 1) / kSplitCells); }
 
@@ -67,6 +88,7 @@ struct AttnJob {
     float* part;    // [T][n_head][kMaxSplit][hd_v + 2]
     int* counters;  // [T][n_kv], zero between launches: splits done (the last one merges); null: a merge kernel does
     int hd, hd_v, n_head, group;
+    int kt, vt;  // the caches' KvCode (F16 = F16 kernel; rows of kc_row / vc_row 16-bit words)
 };
 
 __device__ __forceinline__ int visible_lo(const AttnParams& ap, int p) { return ap.window > 0 ? max(0, p - ap.window + 1) : 0; }
@@ -92,10 +114,12 @@ __device__ void merge_head(const float* pp, int ns, int hd_v, float* out, int la
 }
 
 // grid (kMaxSplit, n_kv, T), kWarps warps. Dynamic shared memory: q of the group's heads
-// (f16-rounded floats), then 32 K rows and 32 V rows (f16, padded by 16 bytes against
-// bank conflicts) that the whole block loads together for each batch of 32 cells.
-template <int PL>
+// (f16-rounded floats), then 32 K rows and 32 V rows (S: __half for f16 caches, else float
+// widened from the cache's type; padded by 16 bytes against bank conflicts) that the whole
+// block loads together for each batch of 32 cells.
+template <int PL, typename S>
 __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
+    constexpr bool kHalf = std::is_same_v<S, __half>;
     extern __shared__ float qs[];
     pdl_next();
     pdl_wait();
@@ -110,9 +134,10 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
     const int per = ((len + ns - 1) / ns + 31) / 32 * 32;
     const int c0 = lo + split * per, c1 = min(p + 1, c0 + per);
     const int hd = J.hd, hd_v = J.hd_v, group = J.group;
-    const int krow = hd + 8, vrow = hd_v + 8;  // halfs per staged row
-    __half* ks = reinterpret_cast<__half*>(qs + group * hd);
-    __half* vs = ks + 32 * krow;
+    constexpr int kPad = 16 / int(sizeof(S));
+    const int krow = hd + kPad, vrow = hd_v + kPad;  // values per staged row
+    S* ks = reinterpret_cast<S*>(qs + group * hd);
+    S* vs = ks + 32 * krow;
     for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
         const int hh = i / hd;
         qs[i] = round_h(J.q.f(hk * group + hh, t)[i % hd]);
@@ -138,16 +163,28 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
             if (r >= n) continue;
             const int c = cb + r;
             const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
-            *reinterpret_cast<int4*>(ks + r * krow + ch * 8) =
-                __ldg(reinterpret_cast<const int4*>(J.kc + cell * J.kc_row + int64_t(hk) * hd) + ch);
+            if constexpr (kHalf) {
+                *reinterpret_cast<int4*>(ks + r * krow + ch * 8) =
+                    __ldg(reinterpret_cast<const int4*>(J.kc + cell * J.kc_row + int64_t(hk) * hd) + ch);
+            } else {
+                float4* dst = reinterpret_cast<float4*>(ks + r * krow + ch * 8);
+                kv_widen8(J.kt, reinterpret_cast<const uint8_t*>(J.kc + cell * J.kc_row), int64_t(hk) * hd + 8 * ch,
+                          dst[0], dst[1]);
+            }
         }
         for (int idx = threadIdx.x; idx < 32 * vch; idx += blockDim.x) {
             const int r = idx / vch, ch = idx % vch;
             if (r >= n) continue;
             const int c = cb + r;
             const int64_t cell = int64_t(table[c / bs]) * bs + c % bs;
-            *reinterpret_cast<int4*>(vs + r * vrow + ch * 8) =
-                __ldg(reinterpret_cast<const int4*>(J.vc + cell * J.vc_row + int64_t(hk) * hd_v) + ch);
+            if constexpr (kHalf) {
+                *reinterpret_cast<int4*>(vs + r * vrow + ch * 8) =
+                    __ldg(reinterpret_cast<const int4*>(J.vc + cell * J.vc_row + int64_t(hk) * hd_v) + ch);
+            } else {
+                float4* dst = reinterpret_cast<float4*>(vs + r * vrow + ch * 8);
+                kv_widen8(J.vt, reinterpret_cast<const uint8_t*>(J.vc + cell * J.vc_row), int64_t(hk) * hd_v + 8 * ch,
+                          dst[0], dst[1]);
+            }
         }
         __syncthreads();
 #pragma unroll
@@ -158,16 +195,27 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
             const bool valid = lane < n;
             float s = -INFINITY;
             if (valid) {
-                const __half* kr = ks + lane * krow;
+                const S* kr = ks + lane * krow;
                 float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;  // four chains in flight
 #pragma unroll 4
                 for (int i = 0; i < kch; ++i) {
-                    const int4 kv = *reinterpret_cast<const int4*>(kr + i * 8);
-                    const __half2* k2 = reinterpret_cast<const __half2*>(&kv);
-                    const float4 qa = *reinterpret_cast<const float4*>(qh + 8 * i);
-                    const float4 qb = *reinterpret_cast<const float4*>(qh + 8 * i + 4);
-                    const float2 k0 = __half22float2(k2[0]), k1 = __half22float2(k2[1]);
-                    const float2 k2f = __half22float2(k2[2]), k3 = __half22float2(k2[3]);
+                    float4 qa, qb;
+                    float2 k0, k1, k2f, k3;
+                    if constexpr (kHalf) {
+                        const int4 kv = *reinterpret_cast<const int4*>(kr + i * 8);
+                        const __half2* k2 = reinterpret_cast<const __half2*>(&kv);
+                        qa = *reinterpret_cast<const float4*>(qh + 8 * i);
+                        qb = *reinterpret_cast<const float4*>(qh + 8 * i + 4);
+                        k0 = __half22float2(k2[0]), k1 = __half22float2(k2[1]);
+                        k2f = __half22float2(k2[2]), k3 = __half22float2(k2[3]);
+                    } else {
+                        const float4 ka = *reinterpret_cast<const float4*>(kr + i * 8);
+                        const float4 kb = *reinterpret_cast<const float4*>(kr + i * 8 + 4);
+                        qa = *reinterpret_cast<const float4*>(qh + 8 * i);
+                        qb = *reinterpret_cast<const float4*>(qh + 8 * i + 4);
+                        k0 = make_float2(ka.x, ka.y), k1 = make_float2(ka.z, ka.w);
+                        k2f = make_float2(kb.x, kb.y), k3 = make_float2(kb.z, kb.w);
+                    }
                     d0 = fmaf(qa.x, k0.x, d0);
                     d1 = fmaf(qa.y, k0.y, d1);
                     d2 = fmaf(qa.z, k1.x, d2);
@@ -190,10 +238,10 @@ __global__ void __launch_bounds__(kWarps * 32) attend_split_kernel(AttnJob J) {
 #pragma unroll 4
             for (int j = 0; j < n; ++j) {
                 const float pj = __shfl_sync(0xffffffffu, pe, j);
-                const __half* vr = vs + j * vrow + lane;
+                const S* vr = vs + j * vrow + lane;
 #pragma unroll
                 for (int i = 0; i < PL; ++i)
-                    if (lane + 32 * i < hd_v) acc[a][i] += pj * __half2float(vr[32 * i]);
+                    if (lane + 32 * i < hd_v) acc[a][i] += pj * to_float(vr[32 * i]);
             }
             m[a] = m_new;
         }
@@ -254,18 +302,32 @@ __global__ void attend_merge_kernel(const int32_t* pos, AttnParams ap, const flo
     merge_head(part + job * kMaxSplit * (hd_v + 2), ns, hd_v, out + job * hd_v, lane);
 }
 
-template <int PL>
+template <int PL, typename S>
 void launch_split(dim3 grid, size_t smem, cudaStream_t s, const AttnJob& J) {
     static_assert(PL * 32 <= kMaxHead);
     if (smem > 48 * 1024) {
         static const bool attr = [] {
-            return cudaFuncSetAttribute(attend_split_kernel<PL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            return cudaFuncSetAttribute(attend_split_kernel<PL, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(attention_max_smem())) == cudaSuccess;
         }();
         if (!attr) fail("cuda: attention needs ", smem, " bytes of shared memory per block");
     }
-    launch_pdl(attend_split_kernel<PL>, grid, dim3(kWarps * 32), smem, s, J);
+    launch_pdl(attend_split_kernel<PL, S>, grid, dim3(kWarps * 32), smem, s, J);
 }
+
+template <typename S>
+void launch_split_for(int64_t hd_v, dim3 grid, size_t smem, cudaStream_t s, const AttnJob& J) {
+    if (hd_v <= 128) launch_split<4, S>(grid, smem, s, J);
+    else if (hd_v <= 256) launch_split<8, S>(grid, smem, s, J);
+    else launch_split<16, S>(grid, smem, s, J);
+}
+
+// Both caches F16: the only ones the tensor-core attention reads.
+bool f16_caches(const Node& n) {
+    return n.src[AttnArg::K_CACHE]->type == DType::F16 && n.src[AttnArg::V_CACHE]->type == DType::F16;
+}
+
+bool takes_tc(const Node& n) { return f16_caches(n) && attention_tc_usable(n); }
 
 // Tokens per launch, so that the split results fit the scratch budget.
 int64_t tokens_per_launch(int64_t n_head, int64_t hd_v) {
@@ -276,7 +338,7 @@ int64_t tokens_per_launch(int64_t n_head, int64_t hd_v) {
 }  // namespace
 
 size_t attention_scratch_bytes(const Node& n) {
-    if (attention_tc_usable(n)) return attention_tc_scratch_bytes(n);
+    if (takes_tc(n)) return attention_tc_scratch_bytes(n);
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& v = *n.src[AttnArg::V];
     const int64_t T = std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0]));
@@ -284,7 +346,7 @@ size_t attention_scratch_bytes(const Node& n) {
 }
 
 size_t attention_counters(const Node& n) {
-    if (attention_tc_usable(n)) return 0;
+    if (takes_tc(n)) return 0;
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& v = *n.src[AttnArg::V];
     return size_t(std::min<int64_t>(q.ne[2], tokens_per_launch(q.ne[1], v.ne[0])) * n.src[AttnArg::K]->ne[1]);
@@ -297,9 +359,14 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
     Tensor& kc = *n.src[AttnArg::K_CACHE];
     Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
+    const bool half = f16_caches(n);
     const bool vec = rows16(k) && rows16(v) && kc.nb[1] % 8 == 0 && vc.nb[1] % 8 == 0 &&
                      (reinterpret_cast<uintptr_t>(kc.data) & 7) == 0 && (reinterpret_cast<uintptr_t>(vc.data) & 7) == 0;
-    if (vec)  // head sizes are multiples of 8 (supports())
+    if (!half)
+        launch_pdl(store_kv_typed_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
+                   n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint8_t>(), int64_t(kc.nb[1]), kv_code(kc.type),
+                   vc.ptr<uint8_t>(), int64_t(vc.nb[1]), kv_code(vc.type), int(hd), int(hd_v), int(n_kv));
+    else if (vec)  // head sizes are multiples of 8 (supports())
         launch_pdl(store_kv4_kernel, dim3(unsigned(T), unsigned(n_kv)), dim3(unsigned((std::max(hd, hd_v) / 4 + 31) / 32 * 32)),
                    0, s, Rows::of(k), Rows::of(v), n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(),
                    int64_t(kc.nb[1] / 2), vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2), int(hd), int(hd_v));
@@ -307,14 +374,14 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
         launch_pdl(store_kv_kernel, dim3(unsigned(T)), dim3(128), 0, s, Rows::of(k), Rows::of(v),
                    n.src[AttnArg::CELLS]->ptr<int32_t>(), kc.ptr<uint16_t>(), int64_t(kc.nb[1] / 2),
                    vc.ptr<uint16_t>(), int64_t(vc.nb[1] / 2), hd, hd_v, n_kv);
-    if (attention_tc_usable(n)) {
+    if (half && attention_tc_usable(n)) {
         launch_attention_tc(n, s, scratch);
         return;
     }
     const Tensor& pages = *n.src[AttnArg::PAGES];
     const int64_t group = n_head / n_kv;
     const int64_t chunk = tokens_per_launch(n_head, hd_v);
-    const size_t smem = attention_smem_bytes(group, hd, hd_v);
+    const size_t smem = attention_kv_smem_bytes(kc.type, vc.type, group, hd, hd_v);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
         const int64_t nt = std::min(chunk, T - t0);
         AttnJob J;
@@ -334,10 +401,10 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
         J.part = scratch;
         J.counters = counters;
         J.hd = int(hd), J.hd_v = int(hd_v), J.n_head = int(n_head), J.group = int(group);
+        J.kt = kv_code(kc.type), J.vt = kv_code(vc.type);
         const dim3 grid(kMaxSplit, unsigned(n_kv), unsigned(nt));
-        if (hd_v <= 128) launch_split<4>(grid, smem, s, J);
-        else if (hd_v <= 256) launch_split<8>(grid, smem, s, J);
-        else launch_split<16>(grid, smem, s, J);
+        if (half) launch_split_for<__half>(hd_v, grid, smem, s, J);
+        else launch_split_for<float>(hd_v, grid, smem, s, J);
         const int64_t jobs = nt * n_head;
         if (!counters)
             launch_pdl(attend_merge_kernel, dim3(unsigned((jobs * 32 + 127) / 128)), dim3(128), 0, s, J.pos, J.ap,
