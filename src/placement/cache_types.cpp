@@ -65,11 +65,12 @@ void check_cache_types(const ModelProfile& p, const CacheTypes& c) {
     }
 }
 
-std::string cache_types_gpu_refusal(const CacheTypes& c) {
+std::string cache_types_device_refusal(const CacheTypes& c, int il, const std::string& device) {
     const char* flag = c.k != DType::F16 ? "--cache-type-k" : "--cache-type-v";
     const DType t = c.k != DType::F16 ? c.k : c.v;
-    return cat(flag, " ", cache_type_name(t), ": the GPU attention kernels read f16 caches only in this version, and "
-               "layers are placed on the GPU; use -ngl 0 (everything on the CPU) or ", flag, " f16");
+    return cat(flag, " ", cache_type_name(t), ": the attention kernels of ", device, " do not take layer ", il,
+               "'s heads with a cache of this type; use ", flag, " f16, or fewer GPU layers (-ngl 0: everything "
+               "on the CPU)");
 }
 
 }  // namespace glia

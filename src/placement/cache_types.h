@@ -37,8 +37,9 @@ size_t cache_row_bytes(DType t, int64_t n_values);
 // whole blocks), or when the model caches a latent vector (V read from the K pages).
 void check_cache_types(const ModelProfile& p, const CacheTypes& c);
 
-// Why a cache of other types than f16 cannot go with layers on a GPU (the CUDA attention
-// kernels read f16 pages only), and the remedies.
-std::string cache_types_gpu_refusal(const CacheTypes& c);
+// Why a cache of other types than f16 cannot go with layer `il` on `device`, whose attention
+// kernels do not take the layer's heads with these types (the CUDA kernels read every type
+// but need the staged rows in shared memory: backend/cuda/kv_rows.cuh), and the remedies.
+std::string cache_types_device_refusal(const CacheTypes& c, int il, const std::string& device);
 
 }  // namespace glia

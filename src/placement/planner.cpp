@@ -227,7 +227,6 @@ struct Planner {
                                     shortfall(all, cat("all ", n_layer(), " would need"))));
             }
         }
-        if (pl.n_gpu_layers() > 0 && !req.cache.is_default()) throw PlanError(cache_types_gpu_refusal(req.cache));
         pl.notes.insert(pl.notes.begin(), notes.begin(), notes.end());
         return pl;
     }

@@ -62,12 +62,6 @@ Runner::Runner(const Model& model, RunnerOptions opt) : model_(model), opt_(std:
     if (static_cast<int>(pl.layer.size()) != p.n_layer)
         fail("placement has ", pl.layer.size(), " layers, the model ", p.n_layer);
     check_cache_types(p, pl.cache);
-    // The GPU attention kernels read f16 pages only (the CPU fallback would keep such a
-    // layer's cache in host memory and copy q, k and v every step, against the plan).
-    if (!pl.cache.is_default())
-        for (int il = 0; il < p.n_layer; ++il)
-            if (pl.layer[il] != 0 && p.n_head_kv[il] > 0 && p.layer_kind[il] != LayerKind::RECURRENT)
-                fail(cache_types_gpu_refusal(pl.cache));
     backends_.push_back(opt_.cpu ? opt_.cpu : &cpu_backend(opt_.n_threads));
     for (Backend* b : opt_.devices) backends_.push_back(b);
     if (pl.devices.size() != backends_.size())
@@ -226,7 +220,14 @@ void Runner::place_state() {
     for (const Node& n : probe.g.nodes()) {
         if (!n.writes || n.layer < 0) continue;
         int d = opt_.placement.layer[n.layer];
-        if (d != 0 && (dispatcher_->forced_cpu(n.op) || !backends_[d]->supports(n))) d = 0;
+        if (d != 0 && (dispatcher_->forced_cpu(n.op) || !backends_[d]->supports(n))) {
+            // A cache of other types than f16 that the layer's device cannot read is refused
+            // (falling back, its cache would stay in host memory and q, k and v cross every
+            // step, against the plan); f16 falls back as any op does.
+            if (n.op == Op::ATTENTION && !opt_.placement.cache.is_default() && !dispatcher_->forced_cpu(n.op))
+                fail(cache_types_device_refusal(opt_.placement.cache, n.layer, backends_[d]->name()));
+            d = 0;
+        }
         state_dev_[n.layer] = state_dev_[n.layer] == 0 ? 0 : d;
     }
     for (int il = 0; il < p.n_layer; ++il) {

@@ -1,6 +1,6 @@
 // KV cache types in the plan: names, the heads each type takes, the bytes a plan counts
-// (q8_0 34 bytes per 32 values against f16's 64, q4_0 18), and the refusal of a
-// non-f16 cache with layers on a GPU.
+// (q8_0 34 bytes per 32 values against f16's 64, q4_0 18), and quantized caches planned
+// onto a GPU.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -91,22 +91,28 @@ TEST(CacheTypes, PlanCountsTheCacheBytesByType) {
     }
 }
 
-TEST(CacheTypes, GpuLayersRefusedWithTheRemedy) {
+// The CUDA attention reads every cache type (backend/cuda/kv_rows.cuh): the plan puts the
+// layers on the GPU with a quantized cache and counts the cache there by its type (fails if
+// the refusal of non-f16 caches on a GPU comes back).
+TEST(CacheTypes, GpuLayersPlannedWithQuantizedCaches) {
     const Model m = shared_model("tiny-llama-f16.gguf");
     PlanRequest req;
     req.gpu_mem = {64 * kGiB};
-    req.cache = {DType::F16, DType::Q8_0};
-    try {
-        plan_placement(m.p, *m.f, req);
-        ADD_FAILURE() << "a q8_0 cache was planned onto the GPU";
-    } catch (const PlanError& e) {
-        const std::string w = e.what();
-        EXPECT_NE(w.find("--cache-type-v q8_0"), std::string::npos) << w;
-        EXPECT_NE(w.find("-ngl 0"), std::string::npos) << w;
-        EXPECT_NE(w.find("--cache-type-v f16"), std::string::npos) << w;
+    req.n_ctx = 1024;
+    const Placement f16 = plan_placement(m.p, *m.f, req);
+    ASSERT_EQ(f16.n_gpu_layers(), m.p.n_layer);
+    for (const CacheTypes c : {CacheTypes{DType::F16, DType::Q8_0}, CacheTypes{DType::Q4_0, DType::Q4_0},
+                               CacheTypes{DType::BF16, DType::Q8_0}}) {
+        SCOPED_TRACE(std::string(cache_type_name(c.k)) + "/" + cache_type_name(c.v));
+        req.cache = c;
+        const Placement pl = plan_placement(m.p, *m.f, req);
+        EXPECT_EQ(pl.n_gpu_layers(), m.p.n_layer);
+        EXPECT_EQ(pl.cache.k, c.k);
+        EXPECT_EQ(pl.cache.v, c.v);
+        ASSERT_EQ(pl.usage.size(), f16.usage.size());
+        const size_t k = cache_row_bytes(c.k, 64), v = cache_row_bytes(c.v, 64);
+        EXPECT_EQ(pl.usage[1].kv * 256, f16.usage[1].kv * (k + v));  // f16: 128 + 128 bytes per 64 values
     }
-    req.n_gpu_layers = 0;  // everything on the CPU: fine
-    EXPECT_EQ(plan_placement(m.p, *m.f, req).n_gpu_layers(), 0);
 }
 
 }  // namespace

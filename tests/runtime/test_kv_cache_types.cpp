@@ -1,6 +1,6 @@
-// Quantized KV caches in the runtime: the pages take the type's bytes, the sequences of a
-// batch get the bits they get alone (principle 6), and a non-f16 cache with layers on a
-// GPU is refused with the remedy.
+// Quantized KV caches in the runtime: the pages take the type's bytes, and the sequences of
+// a batch get the bits they get alone (principle 6). With layers on a device:
+// tests/dispatch/test_kv_cache_device.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -95,25 +95,6 @@ TEST(KvCacheTypes, BatchedSequencesGetTheirSoloBits) {
         ASSERT_EQ(alone[s].size(), size_t(n_vocab));
         EXPECT_EQ(0, std::memcmp(alone[s].data(), together.data() + s * n_vocab, sizeof(float) * n_vocab))
             << "sequence " << s;
-    }
-}
-
-TEST(KvCacheTypes, GpuLayersRefusedWithTheRemedy) {
-    auto m = Model::load(test::shared_path("models/tiny-llama-f16.gguf"));
-    SessionOptions so;
-    so.n_ctx = 64;
-    so.placement = Placement::all_cpu(m->profile().n_layer);
-    so.placement.devices.push_back(DeviceSpec{Device::CUDA, 0, "cuda:0", size_t(1) << 30});
-    so.placement.usage.resize(2);
-    so.placement.layer.back() = 1;
-    so.placement.cache = {DType::Q8_0, DType::F16};
-    try {
-        Session s(*m, so);
-        ADD_FAILURE() << "a q8_0 cache ran with a layer on the GPU";
-    } catch (const Error& e) {
-        const std::string w = e.what();
-        EXPECT_NE(w.find("--cache-type-k q8_0"), std::string::npos) << w;
-        EXPECT_NE(w.find("-ngl 0"), std::string::npos) << w;
     }
 }
 

@@ -210,7 +210,7 @@ void add_device_options(Args& a) {
 
 void add_cache_type_options(Args& a) {
     a.opt("-ctk,--cache-type-k", "TYPE", std::string("KV cache type of the keys: ") + cache_type_names() +
-                                             " (q8_0: about half the bytes of f16; the CPU only)", "f16")
+                                             " (q8_0: about half the bytes of f16)", "f16")
         .opt("-ctv,--cache-type-v", "TYPE", std::string("KV cache type of the values: ") + cache_type_names(), "f16");
 }
 
