@@ -13,6 +13,7 @@
 #include "core/f16.h"
 #include "debug/op_reference.h"
 #include "dispatch/dispatcher.h"
+#include "placement/cache_types.h"
 #include "quant/quant.h"
 
 namespace glia {
@@ -40,6 +41,8 @@ std::string OpSpec::label() const {
         case Op::RES_MIX: os << " " << kind << " saved " << K; break;
         case Op::ATTENTION:
             os << " hd" << head_dim << " " << n_head << "/" << n_kv_head << " past " << n_past;
+            if (k_cache != DType::F16 || v_cache != DType::F16)
+                os << " cache " << cache_type_name(k_cache) << "/" << cache_type_name(v_cache);
             if (window) os << " win " << window;
             if (softcap > 0) os << " cap";
             break;
@@ -113,7 +116,7 @@ double tolerance_for(const OpSpec& s) {
             return std::max(of(s.type), s.down_type ? of(*s.down_type) : 0.0) * chain;
         }
         case Op::GEGLU: return 2e-3;      // GELU read from an f16 table, as the reference does
-        case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16, f16 cache
+        case Op::ATTENTION: return 5e-3;  // q and probabilities rounded to f16 (the reference reads the same cache)
         case Op::ROPE: case Op::ROPE_FREQS: return 1e-4;  // angles by float recurrence
         case Op::DELTA_NET: return 1e-4;  // float sums over the state, token after token
         case Op::MOE_TOPK: case Op::ARGMAX: return 0;  // ids: exact
@@ -368,8 +371,8 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             Tensor* k = input(DType::F32, hd, nkv, T, "k");
             Tensor* v = input(DType::F32, hd, nkv, T, "v");
             Graph::AttnInputs ai;
-            ai.k_cache = state(DType::F16, int64_t(hd) * nkv, n_cells, "k_pages");
-            ai.v_cache = state(DType::F16, int64_t(hd) * nkv, n_cells, "v_pages");
+            ai.k_cache = state(s.k_cache, int64_t(hd) * nkv, n_cells, "k_pages");
+            ai.v_cache = state(s.v_cache, int64_t(hd) * nkv, n_cells, "v_pages");
             ai.pos = input(DType::I32, T, 1, 1, "pos");
             ai.seq = input(DType::I32, T, 1, 1, "seq");
             ai.cells = input(DType::I32, T, 1, 1, "cells");
@@ -387,7 +390,8 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed) {
             ap.block_size = bs;
             out = g.attention(q, k, v, ai, ap);
             const double ctx = double(s.n_past + T);
-            r.bytes = 4.0 * (q->n_elements() * 2 + k->n_elements() + v->n_elements()) + ctx * hd * nkv * 2 * 2;
+            r.bytes = 4.0 * (q->n_elements() * 2 + k->n_elements() + v->n_elements()) +
+                      ctx * double(row_bytes(s.k_cache, int64_t(hd) * nkv) + row_bytes(s.v_cache, int64_t(hd) * nkv));
             // q.k and p.V over the cells each token sees (causal, and the window).
             double seen = 0;
             for (int64_t t = 0; t < T; ++t) {
@@ -613,6 +617,11 @@ std::vector<OpSpec> layer_op_specs(const LayerShape& d, const std::vector<DType>
     add(Op::ROPE_FREQS, 0).neox = true;  // gemma4's global layers
     add(Op::ROPE_FREQS, 0).strided = true;
     add(Op::ATTENTION, 0);
+    // Quantized KV caches (--cache-type-k / -v), read directly by the kernels.
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::BF16}) {
+        OpSpec& a = add(Op::ATTENTION, 0);
+        a.k_cache = a.v_cache = t;
+    }
     add(Op::ADD, d.n_embd);
     add(Op::MUL, d.n_embd);
     add(Op::SWIGLU, d.n_ff);

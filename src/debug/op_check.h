@@ -20,6 +20,7 @@ struct OpSpec {
     // ATTENTION and ROPE
     int head_dim = 64, n_head = 4, n_kv_head = 2, n_past = 0, window = 0;
     float softcap = 0.0f;
+    DType k_cache = DType::F16, v_cache = DType::F16;  // ATTENTION: the KV cache's cell types
     bool neox = false;
     // MOE_*
     int n_expert = 8, n_used = 2;

@@ -58,18 +58,29 @@ void ref_attention(const Node& n, std::vector<double>& out) {
     const AttnParams& ap = n.p<AttnParams>();
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[1], hd_v = v.ne[0];
     const int64_t group = n_head / n_kv;
-    // Key and value of (slot, position): this batch's own rows where it writes them, the
-    // cache's (f16) otherwise.
+    // Key and value of (slot, position): the cache's rows widened (any cell type), this
+    // batch's own rows as stored where it writes them (a token's heads converted to the
+    // cache's type as one row, then widened).
     auto cell_of = [&](int s, int p) {
         return int64_t(at(pages, p / ap.block_size, s)) * ap.block_size + p % ap.block_size;
     };
-    std::vector<int64_t> writer(static_cast<size_t>(kc.ne[1]), -1);  // cell -> batch token writing it
-    for (int64_t t = 0; t < T; ++t) writer[static_cast<size_t>(at(cells, t))] = t;
+    auto widen = [&](const Tensor& cache, const Tensor& x, int64_t d) {
+        const int64_t n = cache.ne[0];
+        std::vector<float> w(static_cast<size_t>(n * cache.ne[1])), row(static_cast<size_t>(n));
+        for (int64_t c = 0; c < cache.ne[1]; ++c) quant::dequantize_row(cache.type, cache.row(c), w.data() + c * n, n);
+        std::vector<uint8_t> stored(row_bytes(cache.type, n));
+        for (int64_t t = 0; t < T; ++t) {
+            for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = float(at(x, i % d, i / d, t));
+            quant::quantize_act_row(cache.type, row.data(), stored.data(), n);
+            quant::dequantize_row(cache.type, stored.data(), w.data() + int64_t(at(cells, t)) * n, n);
+        }
+        return w;
+    };
+    const std::vector<float> kw = widen(kc, k, hd), vw = widen(vc, v, hd_v);
     auto kv = [&](int s, int p, int64_t h, int64_t i, bool is_k) {
         const int64_t c = cell_of(s, p);
-        if (const int64_t t = writer[static_cast<size_t>(c)]; t >= 0)
-            return double(round_f16(float(is_k ? at(k, i, h, t) : at(v, i, h, t))));
-        return is_k ? at(kc, h * hd + i, c) : at(vc, h * hd_v + i, c);
+        return double(is_k ? kw[static_cast<size_t>(c * kc.ne[0] + h * hd + i)]
+                           : vw[static_cast<size_t>(c * vc.ne[0] + h * hd_v + i)]);
     };
     out.assign(static_cast<size_t>(hd_v * n_head * T), 0.0);
     for (int64_t t = 0; t < T; ++t) {

@@ -98,6 +98,28 @@ TEST(OpCheck, RopeAndAttention) {
     }
 }
 
+// The harness over KV caches of every cell type (the reference widens the cache and stores
+// the batch's rows as the type stores them), heads of 8 sharing a block among them.
+TEST(OpCheck, AttentionOverQuantizedCaches) {
+    for (DType kt : {DType::Q8_0, DType::Q4_0, DType::BF16})
+        for (int64_t T : {1, 7}) {
+            OpSpec s = spec(Op::ATTENTION, 0, 0, T);
+            s.n_past = 45;
+            s.k_cache = kt;
+            s.v_cache = kt == DType::BF16 ? DType::Q8_0 : kt;
+            expect_ok(s);
+            s.head_dim = 8;
+            s.n_head = 8;
+            s.n_kv_head = 4;
+            expect_ok(s);
+        }
+    EXPECT_NE(check_op(cpu_backend(2), [] {
+                  OpSpec s = spec(Op::ATTENTION, 0, 0, 1);
+                  s.k_cache = DType::Q4_0;
+                  return s;
+              }(), 1).label.find("cache q4_0/f16"), std::string::npos);
+}
+
 TEST(OpCheck, RopeWithFrequencyFactors) {
     for (bool neox : {false, true}) {
         OpSpec s = spec(Op::ROPE_FREQS, 0, 0, 5);
