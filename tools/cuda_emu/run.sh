@@ -29,6 +29,8 @@ status=0
 "$work/driver" || status=1
 echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
 GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
+echo "== the CUDA-core attention over f16 caches too (GLIA_CUDA_ATTN_TC=0)"
+GLIA_CUDA_ATTN_TC=0 GLIA_EMU_ONLY=attention_core "$work/driver" || status=1
 echo "== F16/BF16 products, the warpgroup (wgmma) kernel for many tokens (GLIA_MMA16_WGMMA=1)"
 GLIA_MMA16_WGMMA=1 GLIA_EMU_ONLY=mma16 "$work/driver" || status=1
 exit $status

@@ -127,9 +127,9 @@ void launch_attention(const Node& n, cudaStream_t s, float* scratch, int* counte
 size_t attention_counters(const Node& n);
 size_t attention_scratch_bytes(const Node& n);  // the split results launch_attention needs
 // The tensor-core attention (k_attention_tc.cu): head sizes 64 and 128 (K and V alike),
-// groups of up to 16 query heads, 16-byte aligned cache rows. Taken only with
-// GLIA_CUDA_ATTN_TC=1 until it has been checked on a GPU (else the CUDA-core kernel of
-// k_attention.cu). launch_attention calls it after storing the batch's K/V rows.
+// groups of up to 16 query heads, f16 caches with 16-byte aligned rows: every step that fits,
+// decode and prompt alike, so that a batch changes no token's bits (GLIA_CUDA_ATTN_TC=0: the
+// CUDA-core kernel of k_attention.cu). launch_attention calls it after storing the K/V rows.
 bool attention_tc_usable(const Node& n);
 size_t attention_tc_scratch_bytes(const Node& n);
 void launch_attention_tc(const Node& n, cudaStream_t s, float* scratch);

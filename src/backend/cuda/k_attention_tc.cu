@@ -192,15 +192,26 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
             uint16_t* ks = stage_base + st * kStage;
             uint16_t* vs = ks + kTile * KS;
             constexpr int kch = HD / 8, vch = HDV / 8;
-            for (int i = threadIdx.x; i < kTile * (kch + vch); i += W * 32) {
-                const bool isk = i < kTile * kch;
-                const int j = isk ? i : i - kTile * kch;
-                const int r = isk ? j / kch : j / vch, ch = isk ? j % kch : j % vch;
+            static_assert(kTile * kch % (W * 32) == 0 && kTile * vch % (W * 32) == 0, "whole rounds of 16-byte copies");
+            // Unrolled by 8, so that eight rounds' page-table reads are in flight together.
+            auto cell_of = [&](int r, bool& ok) {
                 const int c = tile * kTile + r;
-                const bool ok = c >= clo && c <= chi;
-                const int64_t cell = ok ? (int64_t(table[c >> bs_shift]) << bs_shift) + (c & bs_mask) : 0;
-                if (isk) cp_async16(ks + r * KS + ch * 8, J.kc + cell * J.kc_row + int64_t(hk) * HD + ch * 8, ok);
-                else cp_async16(vs + r * VS + ch * 8, J.vc + cell * J.vc_row + int64_t(hk) * HDV + ch * 8, ok);
+                ok = c >= clo && c <= chi;
+                return ok ? (int64_t(table[c >> bs_shift]) << bs_shift) + (c & bs_mask) : int64_t(0);
+            };
+#pragma unroll 8
+            for (int k = 0; k < kTile * kch / (W * 32); ++k) {
+                const int j = threadIdx.x + k * W * 32, r = j / kch, ch = j % kch;
+                bool ok;
+                const int64_t cell = cell_of(r, ok);
+                cp_async16(ks + r * KS + ch * 8, J.kc + cell * J.kc_row + int64_t(hk) * HD + ch * 8, ok);
+            }
+#pragma unroll 8
+            for (int k = 0; k < kTile * vch / (W * 32); ++k) {
+                const int j = threadIdx.x + k * W * 32, r = j / vch, ch = j % vch;
+                bool ok;
+                const int64_t cell = cell_of(r, ok);
+                cp_async16(vs + r * VS + ch * 8, J.vc + cell * J.vc_row + int64_t(hk) * HDV + ch * 8, ok);
             }
         };
         reset_chunk();
@@ -436,10 +447,11 @@ int64_t split_tokens_per_launch(int64_t n_head, int64_t hd_v, int64_t max_chunks
 }  // namespace
 
 bool attention_tc_usable(const Node& n) {
-    // Opt-in until it has run on a GPU (checked so far by the emulator only: tools/cuda_emu).
+    // The default (checked on an H100 against the scalar reference, bench/LOG.md 2026-12-06);
+    // GLIA_CUDA_ATTN_TC=0 takes the CUDA-core kernel of k_attention.cu instead, for bisecting.
     static const bool on = [] {
         const char* e = std::getenv("GLIA_CUDA_ATTN_TC");
-        return e && std::string(e) == "1";
+        return !(e && std::string(e) == "0");
     }();
     const Tensor& q = *n.src[AttnArg::Q];
     const Tensor& k = *n.src[AttnArg::K];
@@ -448,7 +460,7 @@ bool attention_tc_usable(const Node& n) {
     const Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], hd_v = v.ne[0], group = q.ne[1] / k.ne[1];
     const int bs = n.p<AttnParams>().block_size;
-    return on && hd == hd_v && (hd == 64 || hd == 128) && group <= 16 && bs > 0 && (bs & (bs - 1)) == 0 &&
+    return on && kc.type == DType::F16 && vc.type == DType::F16 && hd == hd_v && (hd == 64 || hd == 128) && group <= 16 && bs > 0 && (bs & (bs - 1)) == 0 &&
            kc.nb[1] % 16 == 0 && vc.nb[1] % 16 == 0 &&
            (reinterpret_cast<uintptr_t>(kc.data) & 15) == 0 && (reinterpret_cast<uintptr_t>(vc.data) & 15) == 0;
 }
