@@ -48,10 +48,12 @@ struct OpCheck {
     // the last); a batch may change no token's bits (DESIGN.md principle 6), so ok also
     // needs alone_equal == alone_checked.
     int alone_checked = 0, alone_equal = 0;
+    bool checked = true;  // false: timed only (check_op's check = false), max_err and ok unset
 };
 
-// `reps` timed runs after one warm-up run, random inputs from `seed`.
-OpCheck check_op(Backend& backend, const OpSpec& spec, int reps = 5, unsigned seed = 1);
+// `reps` timed runs after one warm-up run, random inputs from `seed`. check = false skips the
+// scalar reference and the comparisons (its cost grows with the square of a long attention).
+OpCheck check_op(Backend& backend, const OpSpec& spec, int reps = 5, unsigned seed = 1, bool check = true);
 
 // One decoder layer's dimensions: attention and FFN (every family), and the blocks of the
 // newer families, so that every op is measured at every named shape.

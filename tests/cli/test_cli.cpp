@@ -215,6 +215,33 @@ TEST(CliOptions, DeviceFromEnvironment) {
     }
 }
 
+// bench-ops --ops --no-check times only: no error column, "unchecked" (and "checked": false in
+// --json), so long attentions are not held up by the scalar reference.
+TEST(CliBenchOps, NoCheckTimesOnly) {
+    std::string out;
+    ASSERT_EQ(run_command(glia_binary() + " bench-ops --ops attention --shape qwen3-0.6b --tokens 2 --past 16 "
+                                          "--no-check -r 1 -t 1 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("| ATTENTION hd128 16/8 past 16 T=2 | | | unchecked | "), std::string::npos) << out;
+    EXPECT_EQ(out.find("| yes |"), std::string::npos) << out;
+    ASSERT_EQ(run_command(glia_binary() + " bench-ops --ops attention --shape qwen3-0.6b --tokens 2 --past 16 "
+                                          "--no-check -r 1 -t 1 --json 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("\"checked\":false"), std::string::npos) << out;
+    EXPECT_EQ(out.find("max_err"), std::string::npos) << out;
+    ASSERT_EQ(run_command(glia_binary() + " bench-ops --ops attention --shape qwen3-0.6b --tokens 2 --past 16 "
+                                          "-r 1 -t 1 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("| ATTENTION hd128 16/8 past 16 T=2 | "), std::string::npos) << out;
+    EXPECT_EQ(out.find("unchecked"), std::string::npos) << out;
+}
+
 // bench-ops --ops on the CPU at a family shape: the newer families' ops pass their checks.
 TEST(CliBenchOps, FamilyShapeOnTheCpu) {
     std::string out;
