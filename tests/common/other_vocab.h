@@ -12,7 +12,8 @@
 
 namespace glia::test {
 
-// A copy of `src` (written once per process under `dir`) with token `id`'s piece replaced.
+// A copy of `src` (written once per process under `dir`, which the caller removes: a
+// ScratchDir) with token `id`'s piece replaced.
 inline std::string with_token_renamed(const std::string& src, const std::string& dir, int id,
                                       const std::string& piece) {
     const std::string out = dir + "/glia_other_vocab_" + std::to_string(id) + "_" + std::to_string(getpid()) + ".gguf";

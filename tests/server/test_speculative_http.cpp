@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "cli_util.h"
 #include "other_vocab.h"
 #include "server_fixture.h"
 
@@ -123,7 +124,8 @@ TEST(ServerSpeculative, DraftModelSampledRequestsWithASeed) {
 // (Every tiny model of the shared data has stories260K's vocabulary: the draft here is
 // the Q4_0 file with token 300's text changed.)
 TEST(ServerSpeculative, DraftModelWithAnotherVocabularyIsRefusedAtStart) {
-    const std::string other = glia::test::with_token_renamed(draft_file(), ::testing::TempDir(), 300, "<renamed>");
+    const glia::test::ScratchDir scratch("other-vocab");
+    const std::string other = glia::test::with_token_renamed(draft_file(), scratch.file(""), 300, "<renamed>");
     ServerProcess srv(stories(), {"--model-draft", other});
     EXPECT_FALSE(srv.ok());
     const std::string log = srv.log();

@@ -10,6 +10,7 @@
 
 #include "greedy_alone.h"
 #include "model/model.h"
+#include "cli_util.h"
 #include "other_vocab.h"
 #include "engine_requests.h"
 #include "runtime/engine.h"
@@ -255,8 +256,9 @@ TEST(SpecEngineDraft, CancelledRequestsFreeTheDraftPages) {
 // Token 300's text changed in the draft: refused, naming the token and both texts.
 TEST(SpecEngineDraft, ADraftWithAnotherVocabularyIsRefused) {
     Models ms;
+    const test::ScratchDir scratch("other-vocab");
     const std::string file = test::with_token_renamed(test::shared_path("models/stories260K-q4_0.gguf"),
-                                                      ::testing::TempDir(), 300, "<renamed>");
+                                                      scratch.file(""), 300, "<renamed>");
     auto other = Model::load(file);
     const std::string err = test::error_of([&] { Engine e(*ms.target, draft_options(*other, 256, 2, 4)); });
     EXPECT_NE(err.find("does not share the target's vocabulary: token 300 is '<renamed>' in the draft but '" +
