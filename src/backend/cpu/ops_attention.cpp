@@ -252,10 +252,12 @@ void op_attention(const Node& n, ThreadPool& pool) {
     if (records.size() < rec_floats) records.resize(rec_floats);
 
     const int64_t n_jobs = static_cast<int64_t>(jobs.size());
-    pool.run([&](int ith, int nth_run) {
+    // Jobs in chunks claimed by whichever thread is free (a job's result does not depend on
+    // the thread that runs it): a worker the system took off its core delays only its chunk.
+    pool.parallel_for(n_jobs, [&](int64_t jb0, int64_t jb1) {
         thread_local std::vector<float> qbuf, acc;
         thread_local std::vector<int> lo_hi;
-        for (int64_t jb = ith; jb < n_jobs; jb += nth_run) {
+        for (int64_t jb = jb0; jb < jb1; ++jb) {
             const AttnJob& job = jobs[jb];
             const TileSpan& ts = spans[job.gtile];
             const SeqInfo& si = seqs[seq_of_tile[job.gtile]];
@@ -331,9 +333,9 @@ void op_attention(const Node& n, ThreadPool& pool) {
         if (spans[gt].parts > 1)
             for (int64_t h = 0; h < n_kv; ++h) folds.emplace_back(gt, h);
     const int64_t n_folds = static_cast<int64_t>(folds.size());
-    pool.run([&](int ith, int nth_run) {
+    pool.parallel_for(n_folds, [&](int64_t f0, int64_t f1) {
         thread_local std::vector<float> acc;
-        for (int64_t fi = ith; fi < n_folds; fi += nth_run) {
+        for (int64_t fi = f0; fi < f1; ++fi) {
             const auto [gt, h] = folds[fi];
             const TileSpan& ts = spans[gt];
             const SeqInfo& si = seqs[seq_of_tile[gt]];

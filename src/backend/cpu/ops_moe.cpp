@@ -203,15 +203,19 @@ void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g,
         run_units(0, total_units);
         return;
     }
-    pool.run([&](int ith, int nth) {
-        // Contiguous runs of about equal work.
-        auto bound = [&](int i) {
-            if (i == nth) return total_units;
-            const double target = cum.back() * i / nth;
-            return static_cast<int64_t>(std::lower_bound(cum.begin(), cum.end() - 1, target) - cum.begin());
-        };
-        const int64_t u0 = bound(ith), u1 = bound(ith + 1);
-        if (u0 < u1) run_units(u0, u1);
+    // Contiguous runs of about equal work, a few per thread, claimed by whichever thread is
+    // free (a unit's result does not depend on the thread that runs it).
+    const int64_t parts = std::min<int64_t>(total_units, int64_t(pool.size()) * 4);
+    auto bound = [&](int64_t i) {
+        if (i == parts) return total_units;
+        const double target = cum.back() * double(i) / double(parts);
+        return static_cast<int64_t>(std::lower_bound(cum.begin(), cum.end() - 1, target) - cum.begin());
+    };
+    pool.parallel_for(parts, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t u0 = bound(i), u1 = bound(i + 1);
+            if (u0 < u1) run_units(u0, u1);
+        }
     });
 }
 
