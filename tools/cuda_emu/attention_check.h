@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "attention_reference.h"
+
 struct AttnCase {
     const char* name;
     int hd, nh, nkv, window;
@@ -95,30 +97,16 @@ inline int check_attention_tc() {
         for (int t = 0; t < T; ++t)
             for (int h = 0; h < c.nh; ++h) {
                 const int p = pos[size_t(t)], lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
-                std::vector<double> w;
-                double mx = -1e300;
-                for (int j = lo; j <= p; ++j) {
-                    const int64_t cl = int64_t(pages[size_t(seq[size_t(t)] * 64 + j / bs)]) * bs + j % bs;
-                    double s = 0;
-                    for (int i = 0; i < hd; ++i)
-                        s += double(f16_to_f32(f32_to_f16(q[size_t((t * c.nh + h) * hd + i)]))) *
-                             f16_to_f32(kc[size_t(cl * hd * c.nkv + (h / group) * hd + i)]);
-                    s *= ap.scale;
-                    if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
-                    w.push_back(s);
-                    mx = std::max(mx, s);
-                }
-                double sum = 0;
-                for (double& x : w) sum += (x = std::exp(x - mx));
+                const auto cell_of = [&](int j) {
+                    return int64_t(pages[size_t(seq[size_t(t)] * 64 + j / bs)]) * bs + j % bs;
+                };
+                const std::vector<double> ref = reference_attention_row(
+                    &q[size_t((t * c.nh + h) * hd)], hd, hd, lo, p, ap.scale, c.softcap, cell_of,
+                    [&](int64_t cl, int i) { return f16_to_f32(kc[size_t(cl * hd * c.nkv + (h / group) * hd + i)]); },
+                    [&](int64_t cl, int i) { return f16_to_f32(vc[size_t(cl * hd * c.nkv + (h / group) * hd + i)]); });
                 for (int i = 0; i < hd; ++i) {
-                    double o = 0;
-                    for (int j = lo; j <= p; ++j) {
-                        const int64_t cl = int64_t(pages[size_t(seq[size_t(t)] * 64 + j / bs)]) * bs + j % bs;
-                        o += w[size_t(j - lo)] * f16_to_f32(vc[size_t(cl * hd * c.nkv + (h / group) * hd + i)]);
-                    }
-                    o /= sum;
-                    err = std::max(err, std::fabs(o - all[size_t((t * c.nh + h) * hd + i)]));
-                    ref_max = std::max(ref_max, std::fabs(o));
+                    err = std::max(err, std::fabs(ref[size_t(i)] - all[size_t((t * c.nh + h) * hd + i)]));
+                    ref_max = std::max(ref_max, std::fabs(ref[size_t(i)]));
                 }
             }
         int differ = 0, sets = 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_reference.h"
 #include "placement/cache_types.h"
 #include "quant/quant.h"
 
@@ -128,30 +129,14 @@ inline int check_attention_core() {
             for (int h = 0; h < nh; ++h) {
                 const int p = pos[size_t(t)], lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
                 const int hk = h / group;
-                std::vector<double> w;
-                double mx = -1e300;
-                for (int j = lo; j <= p; ++j) {
-                    const int64_t cl = int64_t(pages[size_t(j / bs)]) * bs + j % bs;
-                    double s = 0;
-                    for (int i = 0; i < hd; ++i)
-                        s += double(f16_to_f32(f32_to_f16(q[size_t((t * nh + h) * hd + i)]))) *
-                             kw[size_t(cl * krow + hk * hd + i)];
-                    s *= ap.scale;
-                    if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
-                    w.push_back(s);
-                    mx = std::max(mx, s);
-                }
-                double sum = 0;
-                for (double& x : w) sum += (x = std::exp(x - mx));
+                const auto cell_of = [&](int j) { return int64_t(pages[size_t(j / bs)]) * bs + j % bs; };
+                const std::vector<double> ref = reference_attention_row(
+                    &q[size_t((t * nh + h) * hd)], hd, hd_v, lo, p, ap.scale, c.softcap, cell_of,
+                    [&](int64_t cl, int i) { return kw[size_t(cl * krow + hk * hd + i)]; },
+                    [&](int64_t cl, int i) { return vw[size_t(cl * vrow + hk * hd_v + i)]; });
                 for (int i = 0; i < hd_v; ++i) {
-                    double o = 0;
-                    for (int j = lo; j <= p; ++j) {
-                        const int64_t cl = int64_t(pages[size_t(j / bs)]) * bs + j % bs;
-                        o += w[size_t(j - lo)] * vw[size_t(cl * vrow + hk * hd_v + i)];
-                    }
-                    o /= sum;
-                    err = std::max(err, std::fabs(o - all[size_t((t * nh + h) * hd_v + i)]));
-                    ref_max = std::max(ref_max, std::fabs(o));
+                    err = std::max(err, std::fabs(ref[size_t(i)] - all[size_t((t * nh + h) * hd_v + i)]));
+                    ref_max = std::max(ref_max, std::fabs(ref[size_t(i)]));
                 }
             }
         int differ = 0, sets = 0;
