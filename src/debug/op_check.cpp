@@ -485,56 +485,50 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed, bool chec
         Dispatcher d(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
         auto plan = d.compile(g);
         const Tensor& got = d.run(*plan);
-        if (!check) {
-            Timer timer(s.op);
-            for (int i = 0; i < reps; ++i) d.run(*plan, &timer);
-            std::sort(timer.times.begin(), timer.times.end());
-            if (!timer.times.empty()) r.seconds = timer.times[timer.times.size() / 2];
-            cleanup();
-            return r;
-        }
-        double max_ref = 0, max_diff = 0;
-        const int64_t n = got.n_elements();
-        if (static_cast<int64_t>(want.size()) != n) fail("check_op: reference has ", want.size(), " values, output ", n);
-        for (int64_t i = 0; i < n; ++i) {
-            const double o = got.type == DType::I32 ? double(got.ptr<int32_t>()[i]) : double(got.ptr<float>()[i]);
-            max_ref = std::max(max_ref, std::fabs(want[i]));
-            max_diff = std::max(max_diff, std::isnan(o) ? INFINITY : std::fabs(o - want[i]));
-        }
-        r.max_err = got.type == DType::I32 ? max_diff : max_diff / std::max(max_ref, 1e-30);
-        r.ok = r.max_err <= r.tolerance;
-        const bool experts = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU;
-        if ((s.op == Op::MATMUL || experts) && T > 1) {
-            // The first and the last token alone: the same bits as in the batch.
-            const Node& node = g.nodes().back();
-            const int64_t n_out = got.ne[0];
-            // Row tk of a per-token operand as a one-token input of g1.
-            auto row_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
-                Tensor* t = g1.new_input(src.type, src.ne[0], 1, 1, 1, name);
-                std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[1],
-                            row_bytes(src.type, src.ne[0]));
-                return t;
-            };
-            for (const int64_t tk : {int64_t(0), T - 1}) {
-                Graph g1;
-                if (!experts) {
-                    g1.set_output(g1.matmul(weights[0], row_of(g1, *node.src[MatmulArg::X], tk, "x")));
-                } else {
-                    Tensor* x1 = row_of(g1, *node.src[MoeExpertsArg::X], tk, "x");
-                    Tensor* ids1 = row_of(g1, *node.src[MoeExpertsArg::IDS], tk, "ids");
-                    Tensor* wt1 = row_of(g1, *node.src[MoeExpertsArg::WEIGHTS], tk, "weights");
-                    g1.set_output(s.op == Op::MOE_EXPERTS
-                                      ? g1.moe_experts(x1, weights[0], weights[1], weights[2], ids1, wt1)
-                                      : g1.moe_experts_glu(x1, weights[0], weights[1], weights[2], ids1, wt1,
-                                                           node.p<GluParams>()));
-                }
-                Dispatcher d1(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
-                auto plan1 = d1.compile(g1);
-                const Tensor& one = d1.run(*plan1);
-                ++r.alone_checked;
-                r.alone_equal += std::memcmp(one.data, got.ptr<float>() + tk * n_out, size_t(n_out) * 4) == 0;
+        if (check) {
+            double max_ref = 0, max_diff = 0;
+            const int64_t n = got.n_elements();
+            if (static_cast<int64_t>(want.size()) != n) fail("check_op: reference has ", want.size(), " values, output ", n);
+            for (int64_t i = 0; i < n; ++i) {
+                const double o = got.type == DType::I32 ? double(got.ptr<int32_t>()[i]) : double(got.ptr<float>()[i]);
+                max_ref = std::max(max_ref, std::fabs(want[i]));
+                max_diff = std::max(max_diff, std::isnan(o) ? INFINITY : std::fabs(o - want[i]));
             }
-            r.ok = r.ok && r.alone_equal == r.alone_checked;
+            r.max_err = got.type == DType::I32 ? max_diff : max_diff / std::max(max_ref, 1e-30);
+            r.ok = r.max_err <= r.tolerance;
+            const bool experts = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU;
+            if ((s.op == Op::MATMUL || experts) && T > 1) {
+                // The first and the last token alone: the same bits as in the batch.
+                const Node& node = g.nodes().back();
+                const int64_t n_out = got.ne[0];
+                // Row tk of a per-token operand as a one-token input of g1.
+                auto row_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
+                    Tensor* t = g1.new_input(src.type, src.ne[0], 1, 1, 1, name);
+                    std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[1],
+                                row_bytes(src.type, src.ne[0]));
+                    return t;
+                };
+                for (const int64_t tk : {int64_t(0), T - 1}) {
+                    Graph g1;
+                    if (!experts) {
+                        g1.set_output(g1.matmul(weights[0], row_of(g1, *node.src[MatmulArg::X], tk, "x")));
+                    } else {
+                        Tensor* x1 = row_of(g1, *node.src[MoeExpertsArg::X], tk, "x");
+                        Tensor* ids1 = row_of(g1, *node.src[MoeExpertsArg::IDS], tk, "ids");
+                        Tensor* wt1 = row_of(g1, *node.src[MoeExpertsArg::WEIGHTS], tk, "weights");
+                        g1.set_output(s.op == Op::MOE_EXPERTS
+                                          ? g1.moe_experts(x1, weights[0], weights[1], weights[2], ids1, wt1)
+                                          : g1.moe_experts_glu(x1, weights[0], weights[1], weights[2], ids1, wt1,
+                                                               node.p<GluParams>()));
+                    }
+                    Dispatcher d1(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
+                    auto plan1 = d1.compile(g1);
+                    const Tensor& one = d1.run(*plan1);
+                    ++r.alone_checked;
+                    r.alone_equal += std::memcmp(one.data, got.ptr<float>() + tk * n_out, size_t(n_out) * 4) == 0;
+                }
+                r.ok = r.ok && r.alone_equal == r.alone_checked;
+            }
         }
         Timer timer(s.op);
         for (int i = 0; i < reps; ++i) d.run(*plan, &timer);
