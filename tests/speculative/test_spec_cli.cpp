@@ -76,3 +76,20 @@ TEST(SpecCli, RefusalsAreOneLineErrors) {
 }
 
 }  // namespace
+
+// The speculative bench places the target as -ngl asks, like every other command: without
+// a GPU here, -ngl is reported as ignored (before, the bench never read it and ran on the CPU
+// silently, also on a GPU machine).
+TEST(SpecCli, BenchPlacesTheTargetByNgl) {
+    std::string out;
+    ASSERT_EQ(run_command(glia::test::glia_binary() + " bench " + stories() +
+                              " --spec-ngram --text 'Once upon a time' -n 8 -r 1 -t 1 -ngl 99 2>&1",
+                          &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("same tokens: yes"), std::string::npos) << out;
+    std::string gpus;
+    if (run_command("nvidia-smi -L 2>/dev/null", &gpus) != 0 || gpus.find("GPU") == std::string::npos) {
+        EXPECT_NE(out.find("-ngl 99 ignored"), std::string::npos) << out;
+    }
+}

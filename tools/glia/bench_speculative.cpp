@@ -94,7 +94,8 @@ int bench_speculative(const Args& a, const Model& model, const std::string& mode
     SessionOptions so;
     so.n_ctx = static_cast<int>(prompt.size() + n_gen) + 1;
     so.n_threads = static_cast<int>(threads);
-    opt.draft_session = so;
+    opt.draft_session = so;  // the draft on the CPU, as `glia run` places it
+    use_devices(a, model, so.n_ctx, 1, so);  // the target where -ngl puts it (both sessions)
 
     std::vector<double> plain_ts, spec_ts;
     Run plain, spec;
