@@ -134,6 +134,40 @@ struct Timer : NodeTimer {
     }
 };
 
+// The first and the last token of a T-token product alone (one-token graphs of the same
+// weights): the same bits as in the batch. Counts into r.alone_checked / r.alone_equal.
+void check_alone(const std::vector<Backend*>& backends, int bi, const DispatchOptions& dopt, const Graph& g,
+                 const std::vector<Tensor*>& weights, const Tensor& got, int64_t T, Op op, OpCheck& r) {
+    const bool experts = op != Op::MATMUL;
+    const Node& node = g.nodes().back();
+    const int64_t n_out = got.ne[0];
+    // Row tk of a per-token operand as a one-token input of g1.
+    auto row_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
+        Tensor* t = g1.new_input(src.type, src.ne[0], 1, 1, 1, name);
+        std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[1], row_bytes(src.type, src.ne[0]));
+        return t;
+    };
+    for (const int64_t tk : {int64_t(0), T - 1}) {
+        Graph g1;
+        if (!experts) {
+            g1.set_output(g1.matmul(weights[0], row_of(g1, *node.src[MatmulArg::X], tk, "x")));
+        } else {
+            Tensor* x1 = row_of(g1, *node.src[MoeExpertsArg::X], tk, "x");
+            Tensor* ids1 = row_of(g1, *node.src[MoeExpertsArg::IDS], tk, "ids");
+            Tensor* wt1 = row_of(g1, *node.src[MoeExpertsArg::WEIGHTS], tk, "weights");
+            g1.set_output(op == Op::MOE_EXPERTS
+                              ? g1.moe_experts(x1, weights[0], weights[1], weights[2], ids1, wt1)
+                              : g1.moe_experts_glu(x1, weights[0], weights[1], weights[2], ids1, wt1,
+                                                   node.p<GluParams>()));
+        }
+        Dispatcher d1(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
+        auto plan1 = d1.compile(g1);
+        const Tensor& one = d1.run(*plan1);
+        ++r.alone_checked;
+        r.alone_equal += std::memcmp(one.data, got.ptr<float>() + tk * n_out, size_t(n_out) * 4) == 0;
+    }
+}
+
 }  // namespace
 
 OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed, bool check) {
@@ -498,35 +532,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed, bool chec
             r.ok = r.max_err <= r.tolerance;
             const bool experts = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU;
             if ((s.op == Op::MATMUL || experts) && T > 1) {
-                // The first and the last token alone: the same bits as in the batch.
-                const Node& node = g.nodes().back();
-                const int64_t n_out = got.ne[0];
-                // Row tk of a per-token operand as a one-token input of g1.
-                auto row_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
-                    Tensor* t = g1.new_input(src.type, src.ne[0], 1, 1, 1, name);
-                    std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[1],
-                                row_bytes(src.type, src.ne[0]));
-                    return t;
-                };
-                for (const int64_t tk : {int64_t(0), T - 1}) {
-                    Graph g1;
-                    if (!experts) {
-                        g1.set_output(g1.matmul(weights[0], row_of(g1, *node.src[MatmulArg::X], tk, "x")));
-                    } else {
-                        Tensor* x1 = row_of(g1, *node.src[MoeExpertsArg::X], tk, "x");
-                        Tensor* ids1 = row_of(g1, *node.src[MoeExpertsArg::IDS], tk, "ids");
-                        Tensor* wt1 = row_of(g1, *node.src[MoeExpertsArg::WEIGHTS], tk, "weights");
-                        g1.set_output(s.op == Op::MOE_EXPERTS
-                                          ? g1.moe_experts(x1, weights[0], weights[1], weights[2], ids1, wt1)
-                                          : g1.moe_experts_glu(x1, weights[0], weights[1], weights[2], ids1, wt1,
-                                                               node.p<GluParams>()));
-                    }
-                    Dispatcher d1(backends, [bi](const Tensor&, const Node&) { return bi; }, dopt);
-                    auto plan1 = d1.compile(g1);
-                    const Tensor& one = d1.run(*plan1);
-                    ++r.alone_checked;
-                    r.alone_equal += std::memcmp(one.data, got.ptr<float>() + tk * n_out, size_t(n_out) * 4) == 0;
-                }
+                check_alone(backends, bi, dopt, g, weights, got, T, s.op, r);
                 r.ok = r.ok && r.alone_equal == r.alone_checked;
             }
         }
