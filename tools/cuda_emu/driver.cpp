@@ -426,6 +426,7 @@ int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention")
         return check_attention_core() + check_attention_tc();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention_tc") return check_attention_tc();
     // With GLIA_CUDA_ATTN_TC=0 (run.sh): the CUDA-core kernel for the f16 caches as well.
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention_core")
         return check_attention_core();

@@ -74,7 +74,7 @@ struct Rows {
 # the attention launchers' declarations and shared-memory sizes, as common.cuh has them
 common = open(W + 'common.cuh').read()
 attn_decls = '\n'.join(m.group(0) for m in re.finditer(
-    r'(bool attention_tc_usable[^;]*;|size_t attention_tc_scratch_bytes[^;]*;|void launch_attention_tc[^;]*;|'
+    r'(int sm_count\(\);|bool attention_tc_usable[^;]*;|size_t attention_tc_scratch_bytes[^;]*;|void launch_attention_tc[^;]*;|'
     r'inline size_t attention_smem_bytes[^}]*}|constexpr size_t attention_max_smem[^}]*})', common))
 head = head.rstrip()[:-1] + 'inline void __threadfence() {}\n' + attn_decls + '\n}\n'
 

@@ -10,7 +10,8 @@
 # (attention_core_check.h: the stored rows against the CPU's bytes, a double reference over
 # the cache as the CPU widens it, tokens alone against the batch) and the tensor-core
 # attention (attention_check.h: against a double reference, and the bits of tokens alone and
-# in other batches); GLIA_EMU_ONLY=attention runs only the attention checks,
+# in other batches); GLIA_EMU_ONLY=attention runs only the attention checks (attention_tc: the
+# tensor-core kernel's; each case prints its outputs' bits as one hash, to compare across edits),
 # GLIA_CUDA_ATTN_WARPS=8 the tensor-core kernel's 8-warp tiles. Needs build/libglia_lib.a (a CPU-only
 # build's will do) and takes about 10 minutes on 2 cores (a thread per CUDA thread). What it
 # cannot show: speed, register or shared-memory limits, races between warps.
@@ -27,6 +28,7 @@ g++ -std=c++20 -O1 -w -I"$root/src" -I"$here" -I"$work" "$here/driver.cpp" "$bui
   -lcpp-httplib -lssl -lcrypto -lz -lbrotlienc -lbrotlidec -lpcre2-8 -ldl -lrt -lpthread -o "$work/driver"
 status=0
 "$work/driver" || status=1
+[ -n "${GLIA_EMU_ONLY:-}" ] && exit $status  # the caller chose one part: the rest is not asked for
 echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
 GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
 echo "== the CUDA-core attention over f16 caches too (GLIA_CUDA_ATTN_TC=0)"

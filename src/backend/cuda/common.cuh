@@ -48,6 +48,7 @@ __device__ __forceinline__ void pdl_next() {
 #endif
 }
 bool pdl_enabled();
+int sm_count();  // the current GPU's multiprocessors (132 where the runtime cannot tell); k_mma16.cu
 // Launches kernel k (which calls pdl_wait as above) allowed to overlap its predecessor.
 template <typename... P, typename... A>
 void launch_pdl(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {

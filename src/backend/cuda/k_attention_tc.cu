@@ -79,13 +79,20 @@ struct Cursor {
     int chunk, tile;
 };
 
-template <int HD, int HDV, int W, bool SPLIT, int STAGES>
-__global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
+// HALF (SPLIT mode, GQA groups of at most 8): rows 8-15 of the warp are padding, so their
+// softmax is skipped (their products still run: the mma takes 16 rows); the real rows' bits
+// are the same.
+template <int HD, int HDV, int W, bool SPLIT, int STAGES, bool HALF = false>
+__global__ void __launch_bounds__(W * 32, 1) attend_tc_kernel(TcJob J) {
     static_assert(HD % 16 == 0 && HDV % 16 == 0, "head sizes: multiples of 16");
+    static_assert(HD == HDV, "K and V rows are staged together");
     constexpr int KS = HD + 8, VS = HDV + 8;  // halfs per staged row (16 bytes of padding: no bank conflicts)
     constexpr int kStage = kTile * (KS + VS);  // halfs per pipeline stage
     constexpr int NB = HDV / 8;                // accumulator column blocks
     constexpr int QK = HD / 16;                // k steps of q.k
+    constexpr int CL = HALF ? 2 : 4;           // accumulator elements of real rows (c < CL)
+    constexpr int RI = HALF ? 1 : 2;           // a thread's real rows
+    static_assert(!HALF || SPLIT, "padding rows only in SPLIT mode");
     extern __shared__ __align__(16) uint8_t smem[];
     uint16_t* stage_base = reinterpret_cast<uint16_t*>(smem);
     float* fold_acc = reinterpret_cast<float*>(smem + STAGES * kStage * 2);  // TILE: [NB * 4][W * 32]
@@ -187,31 +194,36 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
             const int nc = c.chunk + c_step;
             return Cursor{nc, max(nc * kTilesPerChunk, tlo)};
         };
-        // Stages a tile's K and V rows (zeros outside [clo, chi]: cells never written may hold anything).
+        // Stages a tile's K and V rows (zeros outside [clo, chi]: cells never written may hold
+        // anything). A thread copies 16 bytes of rows r0, r0 + RS, ... of both caches; a page
+        // holds whole 16-cell blocks (block_size >= 16: attention_tc_usable), so one page-table
+        // read serves a thread's rows of a 16-row group and the rest are a stride away.
         auto load = [&](int st, int tile) {
             uint16_t* ks = stage_base + st * kStage;
             uint16_t* vs = ks + kTile * KS;
-            constexpr int kch = HD / 8, vch = HDV / 8;
-            static_assert(kTile * kch % (W * 32) == 0 && kTile * vch % (W * 32) == 0, "whole rounds of 16-byte copies");
-            // Unrolled by 8, so that eight rounds' page-table reads are in flight together.
-            auto cell_of = [&](int r, bool& ok) {
-                const int c = tile * kTile + r;
-                ok = c >= clo && c <= chi;
-                return ok ? (int64_t(table[c >> bs_shift]) << bs_shift) + (c & bs_mask) : int64_t(0);
-            };
-#pragma unroll 8
-            for (int k = 0; k < kTile * kch / (W * 32); ++k) {
-                const int j = threadIdx.x + k * W * 32, r = j / kch, ch = j % kch;
-                bool ok;
-                const int64_t cell = cell_of(r, ok);
-                cp_async16(ks + r * KS + ch * 8, J.kc + cell * J.kc_row + int64_t(hk) * HD + ch * 8, ok);
-            }
-#pragma unroll 8
-            for (int k = 0; k < kTile * vch / (W * 32); ++k) {
-                const int j = threadIdx.x + k * W * 32, r = j / vch, ch = j % vch;
-                bool ok;
-                const int64_t cell = cell_of(r, ok);
-                cp_async16(vs + r * VS + ch * 8, J.vc + cell * J.vc_row + int64_t(hk) * HDV + ch * 8, ok);
+            constexpr int kch = HD / 8;
+            constexpr int RS = W * 32 / kch;       // rows one round of the block's threads covers
+            constexpr int GR = RS < 16 ? 16 : RS;  // rows of a page-table read
+            constexpr int PER = GR / RS;           // a thread's rows in one
+            static_assert(kTile % GR == 0 && GR % RS == 0, "whole rounds of 16-byte copies");
+            const int r0 = threadIdx.x / kch, ch = threadIdx.x % kch;
+            const int c0 = tile * kTile;
+            const bool all_in = c0 >= clo && c0 + kTile - 1 <= chi;
+            const int64_t kstep = int64_t(RS) * J.kc_row, vstep = int64_t(RS) * J.vc_row;
+#pragma unroll
+            for (int g = 0; g < kTile / GR; ++g) {
+                const int cg = c0 + g * GR + r0;  // the thread's first cell of the group
+                const bool any = all_in || (cg <= chi && cg + (PER - 1) * RS >= clo);
+                const int64_t cell = any ? (int64_t(table[cg >> bs_shift]) << bs_shift) + (cg & bs_mask) : int64_t(0);
+                const uint16_t* kp = J.kc + cell * J.kc_row + int64_t(hk) * HD + ch * 8;
+                const uint16_t* vp = J.vc + cell * J.vc_row + int64_t(hk) * HD + ch * 8;
+#pragma unroll
+                for (int i = 0; i < PER; ++i) {
+                    const int r = g * GR + r0 + i * RS;
+                    const bool ok = all_in || (c0 + r >= clo && c0 + r <= chi);
+                    cp_async16(ks + r * KS + ch * 8, kp + i * kstep, ok);
+                    cp_async16(vs + r * VS + ch * 8, vp + i * vstep, ok);
+                }
             }
         };
         reset_chunk();
@@ -252,26 +264,44 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
                     mma_h16<false>(s[nb], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
                     mma_h16<false>(s[nb + 1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
                 }
-            // Scores in base 2, cells a row cannot see at -inf (a tile every row of the warp
-            // sees whole skips the test: the same values); the online softmax.
+            // Scores in base 2, cells a row cannot see at -inf (a tile every real row of the warp
+            // sees whole skips the test: the same values; padding rows, as in decode's groups of
+            // under 16 heads, are never written); the online softmax.
             const int cell0 = it.tile * kTile;
-            const bool whole = warp_all(act[0] && act[1] && cell0 >= rlo[0] && cell0 >= rlo[1] &&
-                                        cell0 + kTile - 1 <= rp[0] && cell0 + kTile - 1 <= rp[1]);
+            const bool whole = warp_all((!rreal[0] || (act[0] && cell0 >= rlo[0] && cell0 + kTile - 1 <= rp[0])) &&
+                                        (!rreal[1] || (act[1] && cell0 >= rlo[1] && cell0 + kTile - 1 <= rp[1])));
+            // (The soft-cap and mask branches are taken once a tile, not once a score; the last
+            // product rounded on its own, so that no instantiation fuses it into the exponent's
+            // subtraction and the modes keep one arithmetic.)
+            if (J.ap.softcap > 0) {
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                    for (int c = 0; c < CL; ++c)
+                        s[nb][c] = __fmul_rn(J.ap.softcap * tanhf(s[nb][c] * J.ap.scale / J.ap.softcap), kLog2e);
+            } else {
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                    for (int c = 0; c < CL; ++c) s[nb][c] = __fmul_rn(s[nb][c], scale_log2);
+            }
+            if (!whole) {
+#pragma unroll
+                for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+                    for (int c = 0; c < CL; ++c) {
+                        const int ri = c >> 1, cell = cell0 + nb * 8 + 2 * tq + (c & 1);
+                        if (!(act[ri] && cell >= rlo[ri] && cell <= rp[ri])) s[nb][c] = -INFINITY;
+                    }
+            }
             float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int ri = c >> 1, cell = cell0 + nb * 8 + 2 * tq + (c & 1);
-                    float x = J.ap.softcap > 0 ? J.ap.softcap * tanhf(s[nb][c] * J.ap.scale / J.ap.softcap) * kLog2e
-                                               : s[nb][c] * scale_log2;
-                    if (!whole && !(act[ri] && cell >= rlo[ri] && cell <= rp[ri])) x = -INFINITY;
-                    s[nb][c] = x;
-                    mx[ri] = fmaxf(mx[ri], x);
-                }
-            float corr[2], base[2], sum[2] = {0.0f, 0.0f};
+                for (int c = 0; c < CL; ++c) mx[c >> 1] = fmaxf(mx[c >> 1], s[nb][c]);
+            float corr[2] = {1.0f, 1.0f}, base[2] = {0.0f, 0.0f}, sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int ri = 0; ri < 2; ++ri) {
+            for (int ri = 0; ri < RI; ++ri) {
                 mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
                 mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
                 const float mn = fmaxf(m[ri], mx[ri]);
@@ -283,13 +313,13 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
 #pragma unroll
             for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
+                for (int c = 0; c < CL; ++c) {
                     const float p = exp2f(s[nb][c] - base[c >> 1]);
                     s[nb][c] = p;
                     sum[c >> 1] += p;
                 }
 #pragma unroll
-            for (int ri = 0; ri < 2; ++ri) {
+            for (int ri = 0; ri < RI; ++ri) {
                 sum[ri] += __shfl_xor_sync(0xffffffffu, sum[ri], 1);
                 sum[ri] += __shfl_xor_sync(0xffffffffu, sum[ri], 2);
                 l[ri] = fmaf(l[ri], corr[ri], sum[ri]);
@@ -297,13 +327,13 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
 #pragma unroll
             for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) o[nb][c] *= corr[c >> 1];
+                for (int c = 0; c < CL; ++c) o[nb][c] *= corr[c >> 1];
             // o += P . V (P rounded to f16 as the A operand).
 #pragma unroll
             for (int j = 0; j < kTile / 16; ++j) {
-                const uint32_t a0 = pack_h2(s[2 * j][0], s[2 * j][1]), a1 = pack_h2(s[2 * j][2], s[2 * j][3]);
-                const uint32_t a2 = pack_h2(s[2 * j + 1][0], s[2 * j + 1][1]),
-                               a3 = pack_h2(s[2 * j + 1][2], s[2 * j + 1][3]);
+                const uint32_t a0 = pack_h2(s[2 * j][0], s[2 * j][1]), a2 = pack_h2(s[2 * j + 1][0], s[2 * j + 1][1]);
+                const uint32_t a1 = HALF ? 0u : pack_h2(s[2 * j][2], s[2 * j][3]),
+                               a3 = HALF ? 0u : pack_h2(s[2 * j + 1][2], s[2 * j + 1][3]);
 #pragma unroll
                 for (int nb = 0; nb < NB; nb += 2) {
                     uint32_t b[4];
@@ -369,7 +399,11 @@ __global__ void __launch_bounds__(W * 32) attend_tc_kernel(TcJob J) {
     }
 }
 
-// SPLIT mode's merge: a thread per (token, head, value dim) folds the token's chunks in order.
+// SPLIT mode's merge: a block per (token, head), a thread per value dim, folding the token's
+// chunks in order. The loads of kMergeAhead chunks' (max, sum, accumulator) are issued before their
+// folds (the folds wait on nothing but registers), so a deep cache's hundreds of chunks cost a
+// few memory round trips, not one each. The same fold_chunk expressions in the same order.
+constexpr int kMergeAhead = 16;
 __global__ void attend_tc_merge_kernel(TcJob J, int hd_v) {
     pdl_next();
     pdl_wait();
@@ -380,13 +414,25 @@ __global__ void attend_tc_merge_kernel(TcJob J, int hd_v) {
     const float* pp = J.part + job * J.max_chunks * (hd_v + 2);
     for (int i = threadIdx.x; i < hd_v; i += blockDim.x) {
         float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int c = 0; c < ns; ++c) {
-            const float* q = pp + int64_t(c) * (hd_v + 2);
-            const float mc = __ldcg(q);
-            if (!(mc > -INFINITY)) continue;
-            float a, b;
-            fold_chunk(M, L, mc, __ldcg(q + 1), a, b);
-            A = fmaf(__ldcg(q + 2 + i), b, A * a);
+        for (int c0 = 0; c0 < ns; c0 += kMergeAhead) {
+            float mc[kMergeAhead], lc[kMergeAhead] = {}, xc[kMergeAhead] = {};
+#pragma unroll
+            for (int u = 0; u < kMergeAhead; ++u) {
+                mc[u] = -INFINITY;
+                if (c0 + u < ns) {
+                    const float* q = pp + int64_t(c0 + u) * (hd_v + 2);
+                    mc[u] = __ldcg(q);
+                    lc[u] = __ldcg(q + 1);
+                    xc[u] = __ldcg(q + 2 + i);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kMergeAhead; ++u) {
+                if (!(mc[u] > -INFINITY)) continue;  // past the last chunk, or no visible cell
+                float a, b;
+                fold_chunk(M, L, mc[u], lc[u], a, b);
+                A = fmaf(xc[u], b, A * a);
+            }
         }
         J.out[job * hd_v + i] = A * (1.0f / L);
     }
@@ -397,15 +443,15 @@ size_t tc_smem() {
     return size_t(STAGES * kTile * (HD + 8 + HDV + 8)) * 2 + (SPLIT ? 0 : size_t(HDV / 8) * 4 * W * 32 * 4);
 }
 
-template <int HD, int HDV, int W, bool SPLIT, int STAGES>
+template <int HD, int HDV, int W, bool SPLIT, int STAGES, bool HALF = false>
 void launch_tc(dim3 grid, cudaStream_t s, const TcJob& J) {
     const size_t smem = tc_smem<HD, HDV, W, SPLIT, STAGES>();
     static const bool attr = [smem] {
-        return cudaFuncSetAttribute(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES>,
+        return cudaFuncSetAttribute(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES, HALF>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) == cudaSuccess;
     }();
     if (!attr) fail("cuda: tensor-core attention needs ", smem, " bytes of shared memory per block");
-    launch_pdl(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES>, grid, dim3(W * 32), smem, s, J);
+    launch_pdl(attend_tc_kernel<HD, HDV, W, SPLIT, STAGES, HALF>, grid, dim3(W * 32), smem, s, J);
 }
 
 // SPLIT-mode stages: GLIA_CUDA_ATTN_STAGES=2 or 4 fixes them (A/B); 0: by the step's size.
@@ -426,12 +472,28 @@ int tile_warps() {
     return w;
 }
 
+// SPLIT mode's padding-row skip (HALF) for GQA groups of at most 8; GLIA_CUDA_ATTN_HALF=0
+// turns it off (A/B: the same bits either way).
+bool split_half_on() {
+    static const bool on = [] {
+        const char* e = std::getenv("GLIA_CUDA_ATTN_HALF");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
+
+template <int HD, bool HALF>
+void launch_split(bool deep, dim3 grid, cudaStream_t s, const TcJob& J) {
+    if (deep) launch_tc<HD, HD, 1, true, 4, HALF>(grid, s, J);
+    else launch_tc<HD, HD, 1, true, 2, HALF>(grid, s, J);
+}
+
 // SPLIT mode: four stages (a chunk's four tiles in flight at once) when few blocks share the
 // GPU (decode of a few sequences), else two (more blocks a multiprocessor). The same bits.
 template <int HD>
 void launch_tc_mode(bool split, bool deep, dim3 grid, cudaStream_t s, const TcJob& J) {
-    if (split && deep) launch_tc<HD, HD, 1, true, 4>(grid, s, J);
-    else if (split) launch_tc<HD, HD, 1, true, 2>(grid, s, J);
+    if (split && J.group <= 8 && split_half_on()) launch_split<HD, true>(deep, grid, s, J);
+    else if (split) launch_split<HD, false>(deep, grid, s, J);
     else if (tile_warps() == 8) launch_tc<HD, HD, 8, false, 2>(grid, s, J);
     else launch_tc<HD, HD, kWarps, false, 2>(grid, s, J);
 }
@@ -459,8 +521,8 @@ bool attention_tc_usable(const Node& n) {
     const Tensor& kc = *n.src[AttnArg::K_CACHE];
     const Tensor& vc = *n.src[AttnArg::V_CACHE];
     const int64_t hd = q.ne[0], hd_v = v.ne[0], group = q.ne[1] / k.ne[1];
-    const int bs = n.p<AttnParams>().block_size;
-    return on && kc.type == DType::F16 && vc.type == DType::F16 && hd == hd_v && (hd == 64 || hd == 128) && group <= 16 && bs > 0 && (bs & (bs - 1)) == 0 &&
+    const int bs = n.p<AttnParams>().block_size;  // pages of 16 cells or more (a power of two): load()
+    return on && kc.type == DType::F16 && vc.type == DType::F16 && hd == hd_v && (hd == 64 || hd == 128) && group <= 16 && bs >= 16 && (bs & (bs - 1)) == 0 &&
            kc.nb[1] % 16 == 0 && vc.nb[1] % 16 == 0 &&
            (reinterpret_cast<uintptr_t>(kc.data) & 15) == 0 && (reinterpret_cast<uintptr_t>(vc.data) & 15) == 0;
 }
@@ -499,8 +561,14 @@ void launch_attention_tc(const Node& n, cudaStream_t s, float* scratch) {
     J.part = scratch;
     J.T = int(T), J.n_head = int(n_head), J.group = group;
     J.max_chunks = int(max_chunks_of(kc));
-    const bool deep = split_stages() == 4 || (split_stages() == 0 && T * n_kv <= 64);
+    // SPLIT mode's four stages only while every block has a multiprocessor to itself: two
+    // stages fit three one-warp blocks a multiprocessor, which is worth more once blocks queue
+    // (H100, llama3-8b shape, past 32768: T=1 249 -> 124 us; bench/LOG.md 2026-12-06 session 19).
+    auto deep_for = [&](int64_t blocks) {
+        return split_stages() == 4 || (split_stages() == 0 && blocks <= int64_t(sm_count()));
+    };
     auto launch = [&](bool split, dim3 grid, const TcJob& job) {
+        const bool deep = split && deep_for(int64_t(grid.x) * grid.y * grid.z);
         if (hd == 64) launch_tc_mode<64>(split, deep, grid, s, job);
         else launch_tc_mode<128>(split, deep, grid, s, job);
     };

@@ -583,17 +583,6 @@ int rows_variant() {
     return v;
 }
 
-// The GPU's multiprocessors (132 where the runtime cannot tell).
-int sm_count() {
-    static const int v = [] {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return 132;
-        return std::max(1, n);
-    }();
-    return v;
-}
-
 // The warpgroup kernel for many tokens, with GLIA_MMA16_WGMMA=1 on a GPU of compute
 // capability 9.0 when the build has sm_90a machine code (GLIA_CUDA_SM90A). Not the default:
 // measured slower than the tile kernel (bench/LOG.md session 10: llama3-8b F16 pp512 9,819
@@ -746,6 +735,17 @@ void launch_mma16_t(const Node* const* nodes, int count, cudaStream_t s, void* s
 }
 
 }  // namespace
+
+// The GPU's multiprocessors (132 where the runtime cannot tell).
+int sm_count() {
+    static const int v = [] {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return 132;
+        return std::max(1, n);
+    }();
+    return v;
+}
 
 bool mma16_usable(const Node& n) {
     static const bool on = [] {
