@@ -324,10 +324,14 @@ __global__ void __launch_bounds__(W * 32, 1) attend_tc_kernel(TcJob J) {
                 sum[ri] += __shfl_xor_sync(0xffffffffu, sum[ri], 2);
                 l[ri] = fmaf(l[ri], corr[ri], sum[ri]);
             }
+            // A tile that moved no row's maximum leaves the accumulator as it is (corr is then
+            // exactly 1, and x * 1 is x): a warp-uniform skip of the rescale, the same bits.
+            if (!warp_all(corr[0] == 1.0f && corr[1] == 1.0f)) {
 #pragma unroll
-            for (int nb = 0; nb < NB; ++nb)
+                for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-                for (int c = 0; c < CL; ++c) o[nb][c] *= corr[c >> 1];
+                    for (int c = 0; c < CL; ++c) o[nb][c] *= corr[c >> 1];
+            }
             // o += P . V (P rounded to f16 as the A operand).
 #pragma unroll
             for (int j = 0; j < kTile / 16; ++j) {
