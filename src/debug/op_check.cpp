@@ -138,18 +138,44 @@ struct Timer : NodeTimer {
 // weights): the same bits as in the batch. Counts into r.alone_checked / r.alone_equal.
 void check_alone(const std::vector<Backend*>& backends, int bi, const DispatchOptions& dopt, const Graph& g,
                  const std::vector<Tensor*>& weights, const Tensor& got, int64_t T, Op op, OpCheck& r) {
-    const bool experts = op != Op::MATMUL;
+    const bool experts = op == Op::MOE_EXPERTS || op == Op::MOE_EXPERTS_GLU;
     const Node& node = g.nodes().back();
-    const int64_t n_out = got.ne[0];
+    const int64_t n_out = got.n_elements() / T;  // a token's outputs
     // Row tk of a per-token operand as a one-token input of g1.
     auto row_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
         Tensor* t = g1.new_input(src.type, src.ne[0], 1, 1, 1, name);
         std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[1], row_bytes(src.type, src.ne[0]));
         return t;
     };
+    // Token tk of a [ne0, ne1, T] operand (contiguous) as a one-token input of g1.
+    auto token_of = [](Graph& g1, const Tensor& src, int64_t tk, const char* name) {
+        Tensor* t = g1.new_input(src.type, src.ne[0], src.ne[1], 1, 1, name);
+        std::memcpy(t->data, static_cast<const uint8_t*>(src.data) + tk * src.nb[2], t->nbytes());
+        return t;
+    };
     for (const int64_t tk : {int64_t(0), T - 1}) {
         Graph g1;
-        if (!experts) {
+        if (op == Op::ATTENTION) {
+            // The token alone against the caches as the batch left them (its own K/V row stored
+            // again, the same bytes): what a one-token step of the same sequence computes.
+            auto scalar_of = [&](int arg, const char* name) {
+                Tensor* t = g1.new_input(DType::I32, 1, 1, 1, 1, name);
+                t->ptr<int32_t>()[0] = node.src[arg]->ptr<int32_t>()[tk];
+                return t;
+            };
+            Graph::AttnInputs ai;
+            ai.k_cache = node.src[AttnArg::K_CACHE];
+            ai.v_cache = node.src[AttnArg::V_CACHE];
+            ai.pos = scalar_of(AttnArg::POS, "pos");
+            ai.seq = scalar_of(AttnArg::SEQ, "seq");
+            ai.cells = scalar_of(AttnArg::CELLS, "cells");
+            const Tensor& pg = *node.src[AttnArg::PAGES];
+            ai.pages = g1.new_input(DType::I32, pg.ne[0], pg.ne[1], 1, 1, "pages");
+            std::memcpy(ai.pages->data, pg.data, ai.pages->nbytes());
+            g1.set_output(g1.attention(token_of(g1, *node.src[AttnArg::Q], tk, "q"),
+                                       token_of(g1, *node.src[AttnArg::K], tk, "k"),
+                                       token_of(g1, *node.src[AttnArg::V], tk, "v"), ai, node.p<AttnParams>()));
+        } else if (!experts) {
             g1.set_output(g1.matmul(weights[0], row_of(g1, *node.src[MatmulArg::X], tk, "x")));
         } else {
             Tensor* x1 = row_of(g1, *node.src[MoeExpertsArg::X], tk, "x");
@@ -531,7 +557,7 @@ OpCheck check_op(Backend& b, const OpSpec& s, int reps, unsigned seed, bool chec
             r.max_err = got.type == DType::I32 ? max_diff : max_diff / std::max(max_ref, 1e-30);
             r.ok = r.max_err <= r.tolerance;
             const bool experts = s.op == Op::MOE_EXPERTS || s.op == Op::MOE_EXPERTS_GLU;
-            if ((s.op == Op::MATMUL || experts) && T > 1) {
+            if ((s.op == Op::MATMUL || s.op == Op::ATTENTION || experts) && T > 1) {
                 check_alone(backends, bi, dopt, g, weights, got, T, s.op, r);
                 r.ok = r.ok && r.alone_equal == r.alone_checked;
             }

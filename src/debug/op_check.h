@@ -44,9 +44,9 @@ struct OpCheck {
     double seconds = 0;     // median time of the node per run
     double bytes = 0;       // operand + output bytes per run (GB/s = bytes / seconds)
     double flops = 0;       // arithmetic per run (GFLOP/s = flops / seconds)
-    // MATMUL and the MoE expert products with T > 1: tokens run again alone (the first and
-    // the last); a batch may change no token's bits (DESIGN.md principle 6), so ok also
-    // needs alone_equal == alone_checked.
+    // MATMUL, ATTENTION and the MoE expert products with T > 1: tokens run again alone (the
+    // first and the last; attention's against the caches as the batch left them); a batch may
+    // change no token's bits (DESIGN.md principle 6), so ok also needs alone_equal == alone_checked.
     int alone_checked = 0, alone_equal = 0;
     bool checked = true;  // false: timed only (check_op's check = false), max_err and ok unset
 };

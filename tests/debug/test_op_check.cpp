@@ -67,6 +67,25 @@ TEST(OpCheck, ExpertTokensAloneAreCheckedForTheSameBits) {
     check(Op::MOE_EXPERTS, DType::Q4_K, 600);
 }
 
+// Attention over several tokens also runs its first and last token alone against the
+// caches as the batch left them (f16 and a quantized cache, a window, a soft-cap), and
+// counts the bit-equal ones.
+TEST(OpCheck, AttentionTokensAloneAreCheckedForTheSameBits) {
+    for (DType kt : {DType::F16, DType::Q8_0})
+        for (int window : {0, 20}) {
+            OpSpec s = spec(Op::ATTENTION, 0, 0, 33);
+            s.n_past = 70;
+            s.k_cache = s.v_cache = kt;
+            s.window = window;
+            s.softcap = window > 0 ? 30.0f : 0.0f;
+            const OpCheck c = check_op(cpu_backend(2), s, 1);
+            EXPECT_EQ(c.alone_checked, 2) << c.label;
+            EXPECT_EQ(c.alone_equal, 2) << c.label;
+            EXPECT_TRUE(c.ok) << c.label << ": error " << c.max_err << " > " << c.tolerance;
+        }
+    EXPECT_EQ(check_op(cpu_backend(2), spec(Op::ATTENTION, 0, 0, 1), 1).alone_checked, 0);
+}
+
 TEST(OpCheck, RowOpsAndEmbeddings) {
     for (int64_t T : {1, 7}) {
         for (Op op : {Op::RMS_NORM, Op::ADD, Op::MUL, Op::SCALE, Op::SOFTCAP, Op::SWIGLU, Op::GEGLU, Op::SHORTCONV})

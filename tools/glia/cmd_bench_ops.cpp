@@ -268,8 +268,9 @@ int run_op_checks(const Args& a, const std::vector<DType>& types, const std::vec
     w.end_array();
     if (json) std::printf("%s\n", w.str().c_str());
     else std::printf("max err: max |ours - reference| / max |reference| (ids: count of differences); GB/s: operand and "
-                     "output bytes / time; GFLOP/s: arithmetic / time; alone: products of T > 1 tokens, the first and "
-                     "the last token run alone, bit-equal to the batch (required for ok).\n");
+                     "output bytes / time; GFLOP/s: arithmetic / time; alone: products and attention of T > 1 tokens, the first and "
+                     "the last token run alone (attention: against the caches the batch left), bit-equal to the batch "
+                     "(required for ok).\n");
     return failed ? 1 : 0;
 }
 
