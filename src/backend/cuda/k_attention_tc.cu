@@ -403,6 +403,13 @@ __global__ void __launch_bounds__(W * 32, 1) attend_tc_kernel(TcJob J) {
     }
 }
 
+// The chunks a SPLIT merge folds for job (token * n_head + head): from the chunk of the
+// token's first visible cell to its own.
+__device__ __forceinline__ int merge_chunks(const TcJob& J, int64_t job) {
+    const int p = J.pos[int(job / J.n_head)];
+    return p / kChunk - lo_of(J.ap, p) / kChunk + 1;
+}
+
 // SPLIT mode's merge: a block per (token, head), a thread per value dim, folding the token's
 // chunks in order. The loads of kMergeAhead chunks' (max, sum, accumulator) are issued before their
 // folds (the folds wait on nothing but registers), so a deep cache's hundreds of chunks cost a
@@ -412,9 +419,7 @@ __global__ void attend_tc_merge_kernel(TcJob J, int hd_v) {
     pdl_next();
     pdl_wait();
     const int64_t job = blockIdx.x;  // token * n_head + head
-    const int t = int(job / J.n_head);
-    const int p = J.pos[t];
-    const int ns = p / kChunk - lo_of(J.ap, p) / kChunk + 1;
+    const int ns = merge_chunks(J, job);
     const float* pp = J.part + job * J.max_chunks * (hd_v + 2);
     for (int i = threadIdx.x; i < hd_v; i += blockDim.x) {
         float M = -INFINITY, L = 0.0f, A = 0.0f;
@@ -453,9 +458,7 @@ __global__ void attend_tc_merge_staged_kernel(TcJob J, int hd_v, int piece) {
     pdl_next();
     pdl_wait();
     const int64_t job = blockIdx.x;  // token * n_head + head
-    const int t = int(job / J.n_head);
-    const int p = J.pos[t];
-    const int ns = p / kChunk - lo_of(J.ap, p) / kChunk + 1;
+    const int ns = merge_chunks(J, job);
     const int row = hd_v + 2, i = threadIdx.x;
     const float* pp = J.part + job * J.max_chunks * row;
     float M = -INFINITY, L = 0.0f, A = 0.0f;
