@@ -242,8 +242,14 @@ struct KConsts {
     __m512i shuf[4];   // scale shuffles: sc[2j] for the low 256 bits, sc[2j+1] for the high
     __m512i nib;       // per 64-bit lane, the shift that brings a nibble down: 0 low, 4 high
     __m256i mdup;      // the 8 mins (bytes 8..15) as int16 pairs [m0, m0, m1, m1, ...]
+    __m512i q6idx[4];  // Q6_K: scale 4v + L of 16 int16 scales to every int16 of 128-bit lane L
     GLIA_TARGET_AVX512 KConsts() {
         for (int j = 0; j < 4; ++j) shuf[j] = k4_scale_shuffle(j);
+        for (int v = 0; v < 4; ++v) {
+            alignas(64) int16_t ix[32];
+            for (int e = 0; e < 32; ++e) ix[e] = int16_t(4 * v + e / 8);
+            q6idx[v] = _mm512_load_si512(ix);
+        }
         nib = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
         alignas(32) int8_t c[32];
         for (int i = 0; i < 16; ++i) {
@@ -333,18 +339,19 @@ struct RowQ5K : KRow<sizeof(BlockQ5_K)> {
     }
 };
 
-// Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d.
+// Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d. Each
+// 64-value vector spans four 16-value sub-blocks, one a 128-bit lane: VPMADDUBSW, then
+// VPDPWSSD with that lane's signed scale.
 struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
     static uint32_t scales(const uint8_t* blk) {  // dmin = d
         const uint16_t d = reinterpret_cast<const BlockQ6_K*>(blk)->d;
         return uint32_t(d) | (uint32_t(d) << 16);
     }
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts&) {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
         const BlockQ6_K* x = reinterpret_cast<const BlockQ6_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x30);
-        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales));
-        const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
-        const __m512i i0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
         __m512i isum = _mm512_setzero_si512();
         for (int c = 0; c < 2; ++c) {
             const __m512i ql = _mm512_loadu_si512(x->ql + 64 * c);
@@ -355,16 +362,12 @@ struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
             const __m512i w0 = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), h01, m3, 0xF8);
             const __m512i w1 =
                 _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23, m3, 0xF8);
-            const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(y->qs + 128 * c));
-            const __m512i p1 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(y->qs + 128 * c + 64));
-            const __m512i s0 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c)), sc32);
-            const __m512i s1 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c + 4)), sc32);
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p0, s0));
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p1, s1));
+            const __m512i p0 = _mm512_maddubs_epi16(w0, _mm512_loadu_si512(y->qs + 128 * c));
+            const __m512i p1 = _mm512_maddubs_epi16(w1, _mm512_loadu_si512(y->qs + 128 * c + 64));
+            isum = _mm512_dpwssd_epi32(isum, p0, _mm512_permutexvar_epi16(k.q6idx[2 * c], sc));
+            isum = _mm512_dpwssd_epi32(isum, p1, _mm512_permutexvar_epi16(k.q6idx[2 * c + 1], sc));
         }
-        const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->bsums)),
-                                              _mm256_cvtepi8_epi16(sc8));
+        const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->bsums)), sc16);
         return halves(fold(isum), _mm256_slli_epi32(off, 5));
     }
 };
