@@ -48,26 +48,12 @@ constexpr int kLanes = 16;
 
 GLIA_TARGET_AVX512 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-inline int64_t load_u64(const void* p) {
-    int64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-}
-
-
 // Byte-shuffle control: the 8 scale bytes (repeated in every 128-bit lane) to int16 lanes,
 // sc[2j] in the low 256 bits and sc[2j+1] in the high 256 bits.
 GLIA_TARGET_AVX512 inline __m512i k4_scale_shuffle(int j) {
     const __m256i lo = _mm256_set1_epi16(int16_t(0x8000 | (2 * j)));
     const __m256i hi = _mm256_set1_epi16(int16_t(0x8000 | (2 * j + 1)));
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-// sum_j m[j] * (bsums[2j] + bsums[2j+1]) of a Q4_K/Q5_K block, spread over 8 lanes.
-GLIA_TARGET_AVX512 inline __m256i k4_min_term(const uint8_t m[8], const int16_t* bsums) {
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), mm);
 }
 
 GLIA_TARGET_AVX512 inline __m512i ld2(const void* p0, const void* p1) {
@@ -253,11 +239,52 @@ GLIA_TARGET_AVX512 inline void kstep(__m512i isum, __m512i msum, __m512i sc, con
 }
 
 struct KConsts {
-    __m512i shuf[4];
+    __m512i shuf[4];   // scale shuffles: sc[2j] for the low 256 bits, sc[2j+1] for the high
+    __m512i nib;       // per 64-bit lane, the shift that brings a nibble down: 0 low, 4 high
+    __m256i mdup;      // the 8 mins (bytes 8..15) as int16 pairs [m0, m0, m1, m1, ...]
+    __m512i q6idx[4];  // Q6_K: scale 4v + L of 16 int16 scales to every int16 of 128-bit lane L
     GLIA_TARGET_AVX512 KConsts() {
         for (int j = 0; j < 4; ++j) shuf[j] = k4_scale_shuffle(j);
+        for (int v = 0; v < 4; ++v) {
+            alignas(64) int16_t ix[32];
+            for (int e = 0; e < 32; ++e) ix[e] = int16_t(4 * v + e / 8);
+            q6idx[v] = _mm512_load_si512(ix);
+        }
+        nib = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+        alignas(32) int8_t c[32];
+        for (int i = 0; i < 16; ++i) {
+            c[i] = (i & 1) ? int8_t(0x80) : int8_t(8 + i / 4);
+            c[16 + i] = (i & 1) ? int8_t(0x80) : int8_t(12 + i / 4);
+        }
+        mdup = _mm256_load_si256(reinterpret_cast<const __m256i*>(c));
     }
 };
+
+// The 12 packed scale bytes of a Q4_K/Q5_K block (quant::unpack_k4_scales, in vector
+// registers): bytes 0..7 the six-bit scales, bytes 8..15 the six-bit mins, in every 128-bit
+// lane. Reads 16 bytes from `packed` (the block's first quants follow its scales).
+GLIA_TARGET_AVX512 inline __m512i k4_scales_vec(const uint8_t* packed) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // u0 u1 u2 .
+    const __m128i low = _mm_and_si128(v, _mm_set1_epi8(0x3f));                    // sc0-3, m0-3
+    const __m128i u2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_set_epi32(0, 0, 4, 0));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));  // ((u >> 6) & 3) << 4
+    const __m128i high = _mm_ternarylogic_epi32(u2, _mm_set1_epi8(0x0f), top, 0xEA);  // (u2 & 0x0f) | top
+    return _mm512_broadcast_i32x4(_mm_unpacklo_epi32(low, high));
+}
+
+// The K-quant min term of a Q4_K/Q5_K block: sum_j m[j] * (bsums[2j] + bsums[2j+1]), spread
+// over 8 lanes. `s`: k4_scales_vec.
+GLIA_TARGET_AVX512 inline __m256i k4_min_sum(__m512i s, const int16_t* bsums, const KConsts& k) {
+    return _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)),
+                             _mm256_shuffle_epi8(_mm512_castsi512_si256(s), k.mdup));
+}
+
+// The 32 quant bytes of chunk j (sub-blocks 2j, 2j+1 as low / high nibbles) as 64 values:
+// the low nibbles in the low 256 bits, the high ones in the high 256 bits.
+GLIA_TARGET_AVX512 inline __m512i k4_nibbles(const uint8_t* q, const KConsts& k) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+    return _mm512_and_si512(_mm512_srlv_epi64(v, k.nib), _mm512_set1_epi8(0x0F));
+}
 
 template <size_t kBlockBytes>
 struct KRow {
@@ -277,63 +304,54 @@ struct KRow {
     }
 };
 
-// Row sums of one super-block for one token: [isum parts | msum parts] (see halves).
+// Row sums of one super-block for one token: [isum parts | msum parts] (see halves). The
+// per-sub-block products (VPMADDUBSW) are scaled and summed by VPDPWSSD: exact integers,
+// so the same sums as the GEMM's in any order.
 struct RowQ4K : KRow<sizeof(BlockQ4_K)> {
     GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
-        const auto& shuf = k.shuf;
         const BlockQ4_K* x = reinterpret_cast<const BlockQ4_K*>(blk);
-        const __m512i m4 = _mm512_set1_epi8(0x0F);
-        uint8_t sc[8], m[8];
-        quant::unpack_k4_scales(x->scales, sc, m);
-        const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
+        const __m512i s = k4_scales_vec(x->scales);
         __m512i isum = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * j));
-            const __m512i wq = _mm512_and_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
-            const __m512i p = _mm512_maddubs_epi16(wq, _mm512_loadu_si512(y->qs + 64 * j));
-            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sc8, shuf[j])));
+            const __m512i p = _mm512_maddubs_epi16(k4_nibbles(x->qs + 32 * j, k), _mm512_loadu_si512(y->qs + 64 * j));
+            isum = _mm512_dpwssd_epi32(isum, p, _mm512_shuffle_epi8(s, k.shuf[j]));
         }
-        return halves(fold(isum), k4_min_term(m, y->bsums));
+        return halves(fold(isum), k4_min_sum(s, y->bsums, k));
     }
 };
 
 struct RowQ5K : KRow<sizeof(BlockQ5_K)> {
     GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
-        const auto& shuf = k.shuf;
         const BlockQ5_K* x = reinterpret_cast<const BlockQ5_K*>(blk);
-        const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
-        uint8_t sc[8], m[8];
-        quant::unpack_k4_scales(x->scales, sc, m);
-        const __m512i sc8 = _mm512_set1_epi64(load_u64(sc));
+        const __m512i b16 = _mm512_set1_epi8(16);
+        const __m512i s = k4_scales_vec(x->scales);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh)));
         __m512i isum = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * j));
-            __m512i wq = _mm512_and_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+            __m512i wq = k4_nibbles(x->qs + 32 * j, k);
             const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (2 * j))),
                                                    _mm256_set1_epi8(char(1 << (2 * j + 1))), 1);
             wq = _mm512_mask_add_epi8(wq, _mm512_test_epi8_mask(qh, bit), wq, b16);
             const __m512i p = _mm512_maddubs_epi16(wq, _mm512_loadu_si512(y->qs + 64 * j));
-            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sc8, shuf[j])));
+            isum = _mm512_dpwssd_epi32(isum, p, _mm512_shuffle_epi8(s, k.shuf[j]));
         }
-        return halves(fold(isum), k4_min_term(m, y->bsums));
+        return halves(fold(isum), k4_min_sum(s, y->bsums, k));
     }
 };
 
-// Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d.
+// Q6_K: weights unsigned (0..63); msum = sum_j 32 * sc[j] * bsums[j]; dmin = d. Each
+// 64-value vector spans four 16-value sub-blocks, one a 128-bit lane: VPMADDUBSW, then
+// VPDPWSSD with that lane's signed scale.
 struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
     static uint32_t scales(const uint8_t* blk) {  // dmin = d
         const uint16_t d = reinterpret_cast<const BlockQ6_K*>(blk)->d;
         return uint32_t(d) | (uint32_t(d) << 16);
     }
-    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts&) {
+    GLIA_TARGET_AVX512 static __m512i sums(const uint8_t* blk, const BlockQ8_K* y, const KConsts& k) {
         const BlockQ6_K* x = reinterpret_cast<const BlockQ6_K*>(blk);
         const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x30);
-        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales));
-        const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
-        const __m512i i0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
         __m512i isum = _mm512_setzero_si512();
         for (int c = 0; c < 2; ++c) {
             const __m512i ql = _mm512_loadu_si512(x->ql + 64 * c);
@@ -344,16 +362,12 @@ struct RowQ6K : KRow<sizeof(BlockQ6_K)> {
             const __m512i w0 = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), h01, m3, 0xF8);
             const __m512i w1 =
                 _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23, m3, 0xF8);
-            const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(y->qs + 128 * c));
-            const __m512i p1 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(y->qs + 128 * c + 64));
-            const __m512i s0 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c)), sc32);
-            const __m512i s1 = _mm512_permutexvar_epi32(_mm512_add_epi32(i0, _mm512_set1_epi32(8 * c + 4)), sc32);
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p0, s0));
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p1, s1));
+            const __m512i p0 = _mm512_maddubs_epi16(w0, _mm512_loadu_si512(y->qs + 128 * c));
+            const __m512i p1 = _mm512_maddubs_epi16(w1, _mm512_loadu_si512(y->qs + 128 * c + 64));
+            isum = _mm512_dpwssd_epi32(isum, p0, _mm512_permutexvar_epi16(k.q6idx[2 * c], sc));
+            isum = _mm512_dpwssd_epi32(isum, p1, _mm512_permutexvar_epi16(k.q6idx[2 * c + 1], sc));
         }
-        const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->bsums)),
-                                              _mm256_cvtepi8_epi16(sc8));
+        const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->bsums)), sc16);
         return halves(fold(isum), _mm256_slli_epi32(off, 5));
     }
 };
