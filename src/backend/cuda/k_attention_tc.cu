@@ -469,6 +469,9 @@ __global__ void attend_tc_merge_staged_kernel(TcJob J, int hd_v, int piece) {
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
+        // Unrolled: the shared loads and the exponentials of several chunks overlap; the
+        // dependent chain a chunk adds is one product and one fma on L and on A.
+#pragma unroll 8
         for (int c = 0; c < nc; ++c) {
             const float mc = part[c * row];
             if (!(mc > -INFINITY)) continue;  // no visible cell in this chunk
