@@ -198,6 +198,17 @@ void Engine::Impl::cancel(uint64_t id, bool stopped) {
     cv.notify_all();
 }
 
+// A step failed: every running sequence ends with its error (its pages released).
+void Engine::Impl::fail_running(const std::string& why) {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto& s : running) {
+        release(*s);
+        finish(*s, FinishReason::ERROR, why);
+    }
+    running.clear();
+    st.running = 0;
+}
+
 Engine::Engine(const Model& model, const EngineOptions& opt) : model_(model), opt_(opt) {
     if (opt.n_parallel <= 0) fail("--parallel must be at least 1");
     if (opt.prefill_chunk <= 0) fail("prefill chunk must be at least 1");

@@ -55,13 +55,7 @@ bool Engine::Impl::step_embeddings() {
     try {
         h = runner->forward(in);
     } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        for (auto& s : running) {
-            release(*s);
-            finish(*s, FinishReason::ERROR, e.what());
-        }
-        running.clear();
-        st.running = 0;
+        fail_running(e.what());
         return false;
     }
     const int D = runner->n_embd();

@@ -106,6 +106,7 @@ struct Engine::Impl {
     void finish(Sequence& s, FinishReason r, const std::string& err = "");
     void start_deliverer(uint64_t id, std::shared_ptr<EventStream> out, TokenCallback cb);
     void cancel(uint64_t id, bool stopped);
+    void fail_running(const std::string& why);
 
     // --- engine_schedule.cpp (the loop: admission, pages, preemption, statistics)
     void admit();

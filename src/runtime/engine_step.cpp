@@ -81,13 +81,7 @@ void Engine::Impl::step(uint64_t& window_tokens) {
         else logits = runner->forward(in);
         if (!any_out) logits = nullptr, picked = nullptr;
     } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        for (auto& s : running) {
-            release(*s);
-            finish(*s, FinishReason::ERROR, e.what());
-        }
-        running.clear();
-        st.running = 0;
+        fail_running(e.what());
         return;
     }
     const int V = model.profile().n_vocab;
