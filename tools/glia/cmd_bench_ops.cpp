@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 
 #include <sys/mman.h>
 #include <random>
@@ -142,8 +143,15 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
     std::vector<float> y(size_t(N) * T);
     std::vector<uint8_t> scratch;
 
+    // The decode layout (as the backend keeps it, $GLIA_CPU_GEMV_INTERLEAVE), built for
+    // every copy before the timing.
+    std::unique_ptr<cpu::DecodeCache> decode;
+    if (cpu::decode_layout_enabled() && cpu::matmul_uses_decode_layout(kk, K, T)) {
+        decode = std::make_unique<cpu::DecodeCache>();
+        for (size_t c = 0; c < copies; ++c) decode->get(kk, w.data() + c * wbytes, wrow, K, N, pool);
+    }
     cpu::MatmulAct a = cpu::matmul_prepare(kk, x.data(), K * 4, K, T, scratch, pool);  // warm-up
-    cpu::matmul_compute(kk, w.data(), wrow, K, N, a, T, y.data(), pool);
+    cpu::matmul_compute(kk, w.data(), wrow, K, N, a, T, y.data(), pool, nullptr, decode.get());
     std::vector<double> tq, tm;
     const double start = wall_s();
     for (int i = 0; i < o.reps || wall_s() - start < o.min_s; ++i) {
@@ -151,7 +159,7 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
         const double t0 = now_s();
         a = cpu::matmul_prepare(kk, x.data(), K * 4, K, T, scratch, pool);
         const double t1 = now_s();
-        cpu::matmul_compute(kk, wc, wrow, K, N, a, T, y.data(), pool);
+        cpu::matmul_compute(kk, wc, wrow, K, N, a, T, y.data(), pool, nullptr, decode.get());
         const double t2 = now_s();
         tq.push_back(t1 - t0);
         tm.push_back(t2 - t1);

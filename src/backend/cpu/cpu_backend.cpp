@@ -15,6 +15,7 @@ CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
     if (!(e && std::string(e) == "0")) pack_cache_ = std::make_unique<PackCache>();
     const char* f = std::getenv("GLIA_FUSE_MATMUL");
     fuse_matmul_ = !(f && std::string(f) == "0");
+    if (decode_layout_enabled()) decode_cache_ = std::make_unique<DecodeCache>();
 }
 
 namespace {
@@ -104,6 +105,7 @@ void CpuBackend::release_weight(const Tensor& w) {
     if (it == prepared_.end() || --it->second > 0) return;
     prepared_.erase(it);
     if (pack_cache_) pack_cache_->forget(static_cast<const uint8_t*>(w.data));
+    if (decode_cache_) decode_cache_->forget(static_cast<const uint8_t*>(w.data));
 }
 
 void copy_strided(const Tensor& src, Tensor& dst) {
@@ -133,7 +135,7 @@ size_t CpuBackend::run_from(const std::vector<const Node*>& nodes, size_t i) {
             ++m;
         }
         if (m > 1) {
-            op_matmul_group(group, m, pool_, scratch_);
+            op_matmul_group(group, m, pool_, scratch_, decode_cache_.get());
             return static_cast<size_t>(m);
         }
     }
@@ -146,7 +148,7 @@ void CpuBackend::run(const Node& n) {
         case Op::GET_ROWS: op_get_rows(n, pool_); break;
         case Op::RMS_NORM: op_rms_norm(n, pool_); break;
         case Op::ADD: case Op::MUL: case Op::SCALE: op_binary(n, pool_); break;
-        case Op::MATMUL: op_matmul(n, pool_, scratch_, pack_cache_.get()); break;
+        case Op::MATMUL: op_matmul(n, pool_, scratch_, pack_cache_.get(), decode_cache_.get()); break;
         case Op::ROPE: op_rope(n, pool_); break;
         case Op::ATTENTION: op_attention(n, pool_); break;
         case Op::SWIGLU: case Op::GEGLU: op_glu(n, pool_); break;

@@ -43,11 +43,13 @@ public:
     ThreadPool& pool() { return pool_; }
     int n_threads() const { return pool_.size(); }
     size_t packed_bytes() const { return pack_cache_ ? pack_cache_->bytes() : 0; }
+    size_t decode_layout_bytes() const { return decode_cache_ ? decode_cache_->bytes() : 0; }
 
 private:
     ThreadPool pool_;
     std::vector<uint8_t> scratch_;  // quantized activations for MATMUL
     std::unique_ptr<PackCache> pack_cache_;
+    std::unique_ptr<DecodeCache> decode_cache_;  // see decode_layout_enabled
     bool fuse_matmul_ = true;
     std::mutex run_mu_;
     std::mutex mem_mu_;
@@ -72,11 +74,13 @@ void copy_strided(const Tensor& src, Tensor& dst);
 void op_get_rows(const Node& n, ThreadPool& pool);
 void op_rms_norm(const Node& n, ThreadPool& pool);
 void op_binary(const Node& n, ThreadPool& pool);  // ADD, MUL, SCALE
-void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache);
+void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache,
+               DecodeCache* decode);
 // Several matrix products of one input on the row path (decode: q/k/v, gate/up): the input
 // is quantized once and all weights' row tiles go to the pool in one dispatch.
 bool matmul_group_fusable(const Node& a, const Node& b);
-void op_matmul_group(const Node* const* nodes, int n, ThreadPool& pool, std::vector<uint8_t>& scratch);
+void op_matmul_group(const Node* const* nodes, int n, ThreadPool& pool, std::vector<uint8_t>& scratch,
+                     DecodeCache* decode);
 void op_rope(const Node& n, ThreadPool& pool);
 void op_attention(const Node& n, ThreadPool& pool);
 void op_glu(const Node& n, ThreadPool& pool);  // SWIGLU, GEGLU

@@ -13,7 +13,9 @@
 // sequence's logits): where a type has a packed GEMM (and K % 256 == 0), the few-token path
 // runs the GEMM's own arithmetic on the unpacked rows (Gemm::gemv: same integer sums, same
 // float steps, same K slices), so both paths give the same bits. Elsewhere both paths are
-// the row dot product. Threads split rows and tokens only, never K.
+// the row dot product. With a DecodeCache (simd/matmul.h) the few-token path reads the
+// weight's decode layout instead (Gemm::il_*: 16 rows a group, the same bits). Threads
+// split rows and tokens only, never K.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -56,7 +58,14 @@ void split(ThreadPool& pool, int64_t n, double work, F&& fn) {
 // across all tokens. Computes rows [r0, r1) of y[t * N + r] for every token.
 constexpr int64_t kRowTile = 16;
 void row_tile(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N, int64_t r0,
-              int64_t r1, const MatmulAct& a, int64_t T, float* y) {
+              int64_t r1, const MatmulAct& a, int64_t T, float* y, const uint8_t* groups) {
+    static_assert(kRowTile == 16, "a row tile is one group of the decode layout");
+    if (groups) {
+        const simd::Gemm& g = *kk.gemm;
+        g.il_gemv(groups + size_t(r0 / g.il_rows) * g.il_bytes(K), static_cast<int>(r1 - r0), K, kGemmSliceK, a.act,
+                  a.act_row, static_cast<int>(T), y + r0, static_cast<size_t>(N));
+        return;
+    }
     if (matmul_gemm_bits(kk, K)) {
         kk.gemm->gemv(w + r0 * w_stride, w_stride, static_cast<int>(r1 - r0), K, kGemmSliceK, a.act, a.act_row,
                       static_cast<int>(T), y + r0, static_cast<size_t>(N));
@@ -148,9 +157,10 @@ int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t 
 }
 
 void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed) {
+                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed,
+                 const uint8_t* groups) {
     if (!matmul_uses_gemm(kk, K, T)) {
-        row_tile(kk, w, w_stride, K, N, u * kRowTile, std::min(N, (u + 1) * kRowTile), a, T, y);
+        row_tile(kk, w, w_stride, K, N, u * kRowTile, std::min(N, (u + 1) * kRowTile), a, T, y, groups);
         return;
     }
     const simd::Gemm& g = *kk.gemm;
@@ -173,11 +183,14 @@ void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride,
 }
 
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache) {
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache,
+                    DecodeCache* decode) {
     const uint8_t* packed =
         cache && matmul_uses_gemm(kk, K, T) ? cache->get(*kk.gemm, w, w_stride, K, N, pool) : nullptr;
+    const uint8_t* groups =
+        decode && matmul_uses_decode_layout(kk, K, T) ? decode->get(kk, w, w_stride, K, N, pool) : nullptr;
     split(pool, matmul_units(kk, K, N, T), double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
-        for (int64_t u = b; u < e; ++u) matmul_unit(kk, w, w_stride, K, N, a, T, y, u, packed);
+        for (int64_t u = b; u < e; ++u) matmul_unit(kk, w, w_stride, K, N, a, T, y, u, packed, groups);
     });
 }
 
@@ -190,7 +203,8 @@ bool matmul_group_fusable(const Node& a, const Node& b) {
            !matmul_uses_gemm(ka, x.ne[0], x.n_rows()) && !matmul_uses_gemm(kb, x.ne[0], x.n_rows());
 }
 
-void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector<uint8_t>& scratch) {
+void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector<uint8_t>& scratch,
+                     DecodeCache* decode) {
     const Tensor& x = *ns[0]->src[1];
     const int64_t K = x.ne[0], T = x.n_rows();
     const MatmulAct a = matmul_prepare(simd::kernels(ns[0]->src[0]->type), x.ptr<float>(), x.nb[1], K, T, scratch,
@@ -198,10 +212,14 @@ void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector
     // Row tiles of every weight, numbered one after the other.
     constexpr int kMaxGroup = 8;
     int64_t tile0[kMaxGroup + 1];
+    const uint8_t* groups[kMaxGroup] = {};
     double work = 0;
     tile0[0] = 0;
     for (int j = 0; j < m; ++j) {
         const Tensor& w = *ns[j]->src[0];
+        const simd::TypeKernels& kk = simd::kernels(w.type);
+        if (decode && matmul_uses_decode_layout(kk, K, T))
+            groups[j] = decode->get(kk, w.row(0), w.nb[1], K, w.ne[1], pool);
         tile0[j + 1] = tile0[j] + (w.ne[1] + kRowTile - 1) / kRowTile;
         work += double(w.nb[1]) * double(w.ne[1]) * double(T);
     }
@@ -212,12 +230,13 @@ void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector
             const Tensor& w = *ns[j]->src[0];
             const int64_t N = w.ne[1], r0 = (tile - tile0[j]) * kRowTile;
             row_tile(simd::kernels(w.type), w.row(0), w.nb[1], K, N, r0, std::min(N, r0 + kRowTile), a, T,
-                     ns[j]->out->ptr<float>());
+                     ns[j]->out->ptr<float>(), groups[j]);
         }
     });
 }
 
-void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache) {
+void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache,
+               DecodeCache* decode) {
     const Tensor& w = *n.src[0];
     const Tensor& x = *n.src[1];
     Tensor& out = *n.out;
@@ -226,7 +245,7 @@ void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, P
         fail("matmul: no dot product for weight type ", dtype_name(w.type), " ('", w.name, "')");
     const simd::TypeKernels& kk = simd::kernels(w.type);
     const MatmulAct a = matmul_prepare(kk, x.ptr<float>(), x.nb[1], K, T, scratch, pool);
-    matmul_compute(kk, w.row(0), w.nb[1], K, N, a, T, out.ptr<float>(), pool, cache);
+    matmul_compute(kk, w.row(0), w.nb[1], K, N, a, T, out.ptr<float>(), pool, cache, decode);
 }
 
 }  // namespace glia::cpu

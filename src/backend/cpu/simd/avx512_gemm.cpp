@@ -458,13 +458,16 @@ void bcompute(const void* panel, int nr, int64_t K, const uint8_t* act, size_t a
 }  // namespace
 
 const Gemm gemm_q4_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q4_k, ksum32_bytes,
-                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q4_k};
+                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q4_k,
+                     16, il_bytes_q4_k, il_pack_q4_k, il_gemv_q4_k};
 const Gemm gemm_q5_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q5_k, ksum32_bytes,
-                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q5_k};
+                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q5_k, 0, nullptr, nullptr, nullptr};
 const Gemm gemm_q6_k{kPanelRows, kpanel_bytes<PanelQ6K>, pack_q6_k, no_side, no_prepare, kcompute<PanelQ6K>,
-                     gemv_q6_k};
-const Gemm gemm_q8_0{kPanelRows, bpanel_bytes, pack_q8_0, bside_bytes, prepare_q8_0_act<128>, bcompute, gemv_q8_0};
-const Gemm gemm_q4_0{kPanelRows, bpanel_bytes, pack_q4_0, bside_bytes, prepare_q8_0_act<8>, bcompute, gemv_q4_0};
+                     gemv_q6_k, 16, il_bytes_q6_k, il_pack_q6_k, il_gemv_q6_k};
+const Gemm gemm_q8_0{kPanelRows, bpanel_bytes, pack_q8_0, bside_bytes, prepare_q8_0_act<128>, bcompute, gemv_q8_0,
+                     0, nullptr, nullptr, nullptr};
+const Gemm gemm_q4_0{kPanelRows, bpanel_bytes, pack_q4_0, bside_bytes, prepare_q8_0_act<8>, bcompute, gemv_q4_0,
+                     0, nullptr, nullptr, nullptr};
 
 }  // namespace glia::cpu::simd::avx512
 

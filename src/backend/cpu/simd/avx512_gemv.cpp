@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "backend/cpu/simd/avx512_gemv_steps.h"
 #include "quant/blocks.h"
 
 namespace glia::cpu::simd::avx512 {
@@ -44,7 +45,12 @@ using quant::kQK_K;
 
 namespace {
 
-constexpr int kLanes = 16;
+using gemv_steps::high_f16;
+using gemv_steps::kLanes;
+using gemv_steps::kstep;
+using gemv_steps::low_f16;
+using gemv_steps::SliceSum;
+using gemv_steps::store_rows;
 
 GLIA_TARGET_AVX512 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -94,29 +100,6 @@ GLIA_TARGET_AVX512 inline void reduce_quads(const __m512i (&b)[4], __m512i& firs
                                         _mm512_shuffle_i32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
     first = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
     second = _mm512_shuffle_i32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-// f16 halves of 32-bit lanes to float.
-GLIA_TARGET_AVX512 inline __m512 low_f16(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
-GLIA_TARGET_AVX512 inline __m512 high_f16(__m512i v) {
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
-}
-
-// The slice bookkeeping shared by every kernel: each slice's sum starts from zero and is
-// added onto the earlier slices as the GEMM's store does (acc + out).
-struct SliceSum {
-    __m512 total, acc;
-    bool first = true;
-    GLIA_TARGET_AVX512 SliceSum() : total(_mm512_setzero_ps()), acc(_mm512_setzero_ps()) {}
-    GLIA_TARGET_AVX512 void close() {
-        total = first ? acc : _mm512_add_ps(acc, total);
-        first = false;
-        acc = _mm512_setzero_ps();
-    }
-};
-
-GLIA_TARGET_AVX512 inline void store_rows(float* out, int rows, __m512 v) {
-    _mm512_mask_storeu_ps(out, rows >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1), v);
 }
 
 // Software prefetch: the same unit kPrefetchRows rows further on, which the quad after
@@ -229,14 +212,6 @@ GLIA_TARGET_AVX512 void gemv_driver(const uint8_t* w, size_t row_stride, int nr,
 }
 
 // ---------------------------------------------------------------- K-quants
-
-// The float steps of one super-block, as ktile's: t = fnmadd(msum, dmin, isum * d),
-// acc = fma(t, d_act, acc). `sc`: each row's d (low half) and dmin (high half), f16.
-GLIA_TARGET_AVX512 inline void kstep(__m512i isum, __m512i msum, __m512i sc, const BlockQ8_K* y, __m512& acc) {
-    const __m512 t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), high_f16(sc),
-                                      _mm512_mul_ps(_mm512_cvtepi32_ps(isum), low_f16(sc)));
-    acc = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc);
-}
 
 struct KConsts {
     __m512i shuf[4];   // scale shuffles: sc[2j] for the low 256 bits, sc[2j+1] for the high

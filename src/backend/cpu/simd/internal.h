@@ -40,6 +40,14 @@ GLIA_GEMV_DECL(gemv_q6_k)
 GLIA_GEMV_DECL(gemv_q8_0)
 GLIA_GEMV_DECL(gemv_q4_0)
 #undef GLIA_GEMV_DECL
+size_t il_bytes_q4_k(int64_t K);
+void il_pack_q4_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, void* group);
+void il_gemv_q4_k(const void* group, int nr, int64_t K, int64_t slice_k, const uint8_t* act, size_t act_stride,
+                  int nt, float* out, size_t out_stride);
+size_t il_bytes_q6_k(int64_t K);
+void il_pack_q6_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, void* group);
+void il_gemv_q6_k(const void* group, int nr, int64_t K, int64_t slice_k, const uint8_t* act, size_t act_stride,
+                  int nt, float* out, size_t out_stride);
 }  // namespace avx512
 #undef GLIA_SIMD_LEVEL_DECLS
 

@@ -65,10 +65,38 @@ private:
     size_t bytes_ = 0;
 };
 
+// Weight matrices rearranged into the few-token products' decode layout (simd::Gemm::il_*,
+// same bytes as the weight), kept like PackCache's panels: built on first use, once per
+// weight. The decode products then read them instead of the file layout, with the same
+// bits. On unless $GLIA_CPU_GEMV_INTERLEAVE=0 (see decode_layout_enabled).
+class DecodeCache {
+public:
+    // The groups of weight `w` (built on first use, split across the pool); nullptr when
+    // the type has no decode layout or K is not a multiple of 256.
+    const uint8_t* get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
+                       ThreadPool& pool);
+    size_t bytes() const;
+    void forget(const uint8_t* w);
+
+private:
+    mutable std::mutex mu_;
+    std::unordered_map<const uint8_t*, HugeBuffer> groups_;
+    size_t bytes_ = 0;
+};
+// Whether the CPU backend keeps a DecodeCache ($GLIA_CPU_GEMV_INTERLEAVE: 0 off, 1 on;
+// unset: kDecodeLayoutDefault).
+inline constexpr bool kDecodeLayoutDefault = false;
+bool decode_layout_enabled();
+// Whether products with K columns and T tokens of weights with kernels kk read a decode
+// layout when there is one.
+bool matmul_uses_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t T);
+
 // y[t * N + r] for r < N, t < T; weight rows `w_stride` bytes apart. With a cache the
-// packed path reuses panels packed earlier; without one it packs per call.
+// packed path reuses panels packed earlier; without one it packs per call. With a decode
+// cache the few-token path reads the weight's decode layout.
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache = nullptr);
+                    const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache = nullptr,
+                    DecodeCache* decode = nullptr);
 
 // The same products in units that threads may take in any order and any grouping (row
 // tiles, or panels of the packed path), for callers that schedule several products at
@@ -76,7 +104,9 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
 // T tokens. `packed`: the weight's panels from a PackCache, or nullptr to pack per unit.
 // Every split gives the same bits.
 int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T);
+// `groups`: the weight's decode layout from a DecodeCache (few-token units), or nullptr.
 void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed = nullptr);
+                 const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed = nullptr,
+                 const uint8_t* groups = nullptr);
 
 }  // namespace glia::cpu

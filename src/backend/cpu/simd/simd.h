@@ -56,6 +56,16 @@ struct Gemm {
     // how many tokens share its step.
     void (*gemv)(const uint8_t* w, size_t row_stride, int nr, int64_t K, int64_t slice_k, const uint8_t* act,
                  size_t act_stride, int nt, float* out, size_t out_stride);
+    // Optional (il_rows 0: none): the decode layout, the same products as gemv() with its
+    // bits from weights rearranged once into groups of il_rows rows, il_bytes(K) bytes a
+    // group (the rows' own bytes, a last short group padded), so that one instruction
+    // serves a whole group. il_pack writes rows [0, nr) (nr <= il_rows) as one group;
+    // il_gemv computes a group's nr rows: out[c * out_stride + r] for r < nr, c < nt.
+    int il_rows;
+    size_t (*il_bytes)(int64_t K);
+    void (*il_pack)(const uint8_t* w, size_t row_stride, int nr, int64_t K, void* group);
+    void (*il_gemv)(const void* group, int nr, int64_t K, int64_t slice_k, const uint8_t* act, size_t act_stride,
+                    int nt, float* out, size_t out_stride);
 };
 
 struct TypeKernels {
