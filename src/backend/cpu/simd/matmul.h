@@ -68,7 +68,7 @@ private:
 // Weight matrices rearranged into the few-token products' decode layout (simd::Gemm::il_*,
 // same bytes as the weight), kept like PackCache's panels: built on first use, once per
 // weight. The decode products then read them instead of the file layout, with the same
-// bits. On unless $GLIA_CPU_GEMV_INTERLEAVE=0 (see decode_layout_enabled).
+// bits. Off by default for now: $GLIA_CPU_GEMV_INTERLEAVE=1 (see decode_layout_enabled).
 class DecodeCache {
 public:
     // The groups of weight `w` (built on first use, split across the pool); nullptr when
