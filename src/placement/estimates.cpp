@@ -19,25 +19,41 @@ bool ModelBytes::has_experts() const {
     return std::any_of(layer_experts.begin(), layer_experts.end(), [](uint64_t b) { return b > 0; });
 }
 
-ModelBytes measure_model(const ModelProfile& p, const gguf::File& f, const CacheTypes& cache) {
+ModelBytes measure_model(const ModelProfile& p, const gguf::File& f, const CacheTypes& cache,
+                         HostCopyBytesFn host_copies) {
     check_cache_types(p, cache);
     ModelBytes m;
     m.n_layer = p.n_layer;
     m.layer_weights.assign(p.n_layer, 0);
     m.layer_experts.assign(p.n_layer, 0);
+    m.layer_repacked.assign(p.n_layer, 0);
+    m.layer_experts_repacked.assign(p.n_layer, 0);
     m.kv_per_token.assign(p.n_layer, 0);
     m.state_per_seq.assign(p.n_layer, 0);
+    // A product weight is a stack of [K, N] matrices along its third and fourth dimensions.
+    auto copies = [&](const gguf::TensorInfo& t, bool expert) -> uint64_t {
+        if (!host_copies || t.n_dims < 2) return 0;
+        return host_copies(t.type, t.ne[0], t.ne[1], expert) * uint64_t(t.ne[2] * t.ne[3]);
+    };
     for (const gguf::TensorInfo& t : f.tensors()) {
         const TensorSite s = tensor_site(t.name);
         switch (s.role) {
-            case SiteRole::EMBEDDINGS: m.embeddings += t.nbytes; break;
-            case SiteRole::OUTPUT: m.output += t.nbytes; break;
+            case SiteRole::EMBEDDINGS:
+                m.embeddings += t.nbytes;
+                if (p.tied_output) m.embeddings_repacked += copies(t, false);
+                break;
+            case SiteRole::OUTPUT:
+                m.output += t.nbytes;
+                if (t.name.find("token_embd") == std::string::npos) m.output_repacked += copies(t, false);  // lookups keep none
+                break;
             case SiteRole::LAYER:
             case SiteRole::EXPERT:
                 if (s.layer >= p.n_layer)
                     fail(f.path(), ": tensor '", t.name, "' names block ", s.layer, " but the model has ", p.n_layer,
                          " blocks");
                 (s.role == SiteRole::EXPERT ? m.layer_experts : m.layer_weights)[s.layer] += t.nbytes;
+                if (s.role == SiteRole::EXPERT) m.layer_experts_repacked[s.layer] += copies(t, true);
+                else if (t.name.find("token_embd") == std::string::npos) m.layer_repacked[s.layer] += copies(t, false);
                 break;
         }
     }

@@ -26,11 +26,17 @@ struct DeviceSpec {
     size_t memory_bytes = 0;     // memory the plan may use on it (0 on the CPU: unbounded)
 };
 
-// Bytes a plan puts on one device.
+// Bytes a plan puts on one device. `repacked`: copies of weights that the device's kernels
+// derive and keep (on the CPU: the GEMM's packed panels and the decode layout).
 struct DeviceUsage {
-    size_t weights = 0, kv = 0, state = 0, scratch = 0;
-    size_t total() const { return weights + kv + state + scratch; }
+    size_t weights = 0, repacked = 0, kv = 0, state = 0, scratch = 0;
+    size_t total() const { return weights + repacked + kv + state + scratch; }
 };
+
+// Bytes of host memory the CPU backend derives from one product matrix of `type` with K
+// columns and N rows, `expert` for one expert of a stacked MoE tensor
+// (cpu::weight_copy_bytes); the planner stays free of backends.
+using HostCopyBytesFn = uint64_t (*)(DType type, int64_t K, int64_t N, bool expert);
 
 struct Placement {
     std::vector<DeviceSpec> devices;  // [0] is the CPU
@@ -91,6 +97,7 @@ struct PlanRequest {
     int n_seq = 1;
     int n_batch = 512;                // tokens per step, for the scratch estimate
     CacheTypes cache;                 // KV cell types (refused when the model's heads do not fit them)
+    HostCopyBytesFn host_copies = nullptr;  // counts the CPU's derived weight copies (nullptr: none)
 };
 
 // A placement that cannot work: what() says why and the remedy.

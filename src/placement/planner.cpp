@@ -34,7 +34,7 @@ struct Planner {
     int n_ctx_asked = 0;
 
     Planner(const ModelProfile& prof, const gguf::File& f, const PlanRequest& r, int n_ctx)
-        : p(prof), mb(measure_model(prof, f, r.cache)), req(r), n_ctx_asked(n_ctx) {
+        : p(prof), mb(measure_model(prof, f, r.cache, r.host_copies)), req(r), n_ctx_asked(n_ctx) {
         devices.push_back(DeviceSpec{Device::CPU, 0, "cpu", 0});
         for (size_t i = 0; i < req.gpu_mem.size(); ++i)
             devices.push_back(DeviceSpec{req.gpu_kind, int(i), cat(req.gpu_kind_name, ":", i), req.gpu_mem[i]});
@@ -85,11 +85,14 @@ struct Planner {
         std::vector<bool> runs(devices.size(), false);
         u[pl.embeddings].weights += mb.embeddings;
         u[pl.output].weights += mb.output + (pl.output_copies_embeddings ? mb.embeddings : 0);
+        if (pl.output == 0) u[0].repacked += mb.output_repacked + mb.embeddings_repacked;
         for (int il = 0; il < n_layer(); ++il) {
             const int d = pl.layer[il];
             runs[d] = true;
             u[d].weights += mb.layer_weights[il];
+            if (d == 0) u[0].repacked += mb.layer_repacked[il];
             u[pl.experts_on_host ? 0 : d].weights += mb.layer_experts[il];
+            if (pl.experts_on_host || d == 0) u[0].repacked += mb.layer_experts_repacked[il];
             u[d].kv += mb.kv_per_token[il] * uint64_t(n_ctx);
             u[d].state += mb.state_per_seq[il] * uint64_t(req.n_seq);
         }

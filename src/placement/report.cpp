@@ -43,6 +43,7 @@ std::string format_parts(const DeviceUsage& u) {
     const Unit un = unit_for(u.total());
     auto part = [&](uint64_t n) { return un.div == 1.0 ? cat(n) : fixed1(double(n) / un.div); };
     std::string s = "(weights " + part(u.weights);
+    if (u.repacked) s += ", repacked " + part(u.repacked);
     if (u.kv) s += ", KV " + part(u.kv);
     if (u.state) s += ", state " + part(u.state);
     return s + ", scratch " + part(u.scratch) + ")";
@@ -79,6 +80,7 @@ std::string placement_json(const Placement& p) {
             .key("ordinal").value(p.devices[d].ordinal)
             .key("memory_bytes").value(uint64_t(p.devices[d].memory_bytes))
             .key("weights").value(uint64_t(u.weights))
+            .key("repacked").value(uint64_t(u.repacked))
             .key("kv").value(uint64_t(u.kv))
             .key("state").value(uint64_t(u.state))
             .key("scratch").value(uint64_t(u.scratch))

@@ -33,7 +33,15 @@ TpPlan plan_tensor_parallel(const ModelProfile& p, const gguf::File& f, int worl
             throw PlanError(e.what());
         }
         DeviceUsage u;
-        for (const Tensor& t : ws->all()) u.weights += t.row_size() * uint64_t(t.n_rows());
+        for (const Tensor& t : ws->all()) {
+            u.weights += t.row_size() * uint64_t(t.n_rows());
+            // CPU ranks keep derived copies of their product weights (row lookups none).
+            const bool lookup =
+                t.name.find("token_embd") != std::string::npos && !(p.tied_output && t.name == "token_embd.weight");
+            if (req.gpu_mem.empty() && req.host_copies && t.ne[1] > 1 && !lookup)
+                u.repacked += req.host_copies(t.type, t.ne[0], t.ne[1], t.name.find("_exps") != std::string::npos) *
+                              uint64_t(t.ne[2] * t.ne[3]);
+        }
         const ModelBytes mb = measure_model(rp, f, req.cache);
         for (int il = 0; il < rp.n_layer; ++il) {
             u.kv += mb.kv_per_token[il] * uint64_t(tp.n_ctx);

@@ -3,6 +3,8 @@
 // any row count, token count and slice, and through the matmul driver.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstring>
 #include <random>
 #include <vector>
@@ -115,6 +117,43 @@ TEST(DecodeLayout, InterleavedGivesTheGemvBits) {
     }
 }
 
+// The GEMM's panels packed from the decode layout are byte for byte the panels packed
+// from the file's rows (full and short panels, a panel whose second half has no rows).
+TEST(DecodeLayout, PanelsFromTheLayoutAreTheFilePanels) {
+    if (!cpu::simd::isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+    std::mt19937 rng(32);
+    for (DType t : kIlTypes)
+    for (const auto& [K, N, extreme] : {std::tuple<int64_t, int64_t, bool>{256, 32, false}, {512, 70, false},
+                                        {2048, 45, true}, {1792, 16, false}, {256, 5, false}}) {
+        const auto* kk = il_kernels(t);
+        ASSERT_TRUE(kk) << dtype_name(t);
+        const cpu::simd::Gemm& g = *kk->gemm;
+        ASSERT_TRUE(g.il_pack_panel) << dtype_name(t);
+        const size_t wrow = row_bytes(t, K);
+        const std::vector<uint8_t> w = random_rows(rng, t, K, N, extreme);
+        const int64_t groups = (N + g.il_rows - 1) / g.il_rows;
+        std::vector<uint8_t> il(g.il_bytes(K) * groups);
+        for (int64_t i = 0; i < groups; ++i)
+            g.il_pack(w.data() + i * g.il_rows * wrow, wrow, int(std::min<int64_t>(g.il_rows, N - i * g.il_rows)), K,
+                      il.data() + i * g.il_bytes(K));
+        const size_t pbytes = g.panel_bytes(K);
+        for (int64_t r0 = 0; r0 < N; r0 += g.panel_rows) {
+            const int nr = int(std::min<int64_t>(g.panel_rows, N - r0));
+            // 64-byte aligned, different junk in each: every byte must be written alike.
+            std::vector<uint8_t> a(pbytes + 64, 0xAA), b(pbytes + 64, 0x55);
+            uint8_t* pa = a.data() + (64 - reinterpret_cast<uintptr_t>(a.data()) % 64) % 64;
+            uint8_t* pb = b.data() + (64 - reinterpret_cast<uintptr_t>(b.data()) % 64) % 64;
+            g.pack(w.data() + r0 * wrow, wrow, nr, K, pa);
+            g.il_pack_panel(il.data() + (r0 / g.il_rows) * g.il_bytes(K), nr, K, pb);
+            size_t first = pbytes;
+            for (size_t i = 0; i < pbytes && first == pbytes; ++i)
+                if (pa[i] != pb[i]) first = i;
+            EXPECT_EQ(first, pbytes) << dtype_name(t) << " K=" << K << " N=" << N << " rows " << r0 << "+" << nr
+                                     << ": first differing byte of the panel";
+        }
+    }
+}
+
 // The matmul driver with a DecodeCache (one and two threads; the fused products'
 // path reads the same groups) gives the bits of the driver without one, and the cache
 // holds the rows' bytes.
@@ -130,7 +169,8 @@ TEST(DecodeLayout, DriverWithCacheGivesTheSameBits) {
             const size_t wrow = row_bytes(t, K);
             const std::vector<uint8_t> w = random_rows(rng, t, K, N, false);
             cpu::DecodeCache cache;
-            for (int64_t T = 1; T <= 5; ++T) {
+            // Both sides of the GEMM's threshold (4 tokens without the layout, 65 with it).
+            for (int64_t T : {1, 2, 3, 4, 5, 17, 64, 65, 70}) {
                 std::vector<float> x;
                 for (int64_t c = 0; c < T; ++c) {
                     const std::vector<float> xc = acts(rng, K, int(c % 3));
@@ -141,7 +181,7 @@ TEST(DecodeLayout, DriverWithCacheGivesTheSameBits) {
                 std::vector<float> want(N * T, -1.f), got(N * T, -2.f);
                 cpu::matmul_compute(*kk, w.data(), wrow, K, N, a, T, want.data(), pool);
                 cpu::matmul_compute(*kk, w.data(), wrow, K, N, a, T, got.data(), pool, nullptr, &cache);
-                EXPECT_EQ(cpu::matmul_uses_decode_layout(*kk, K, T), T < cpu::kGemmMinTokens);
+                EXPECT_EQ(cpu::matmul_uses_decode_layout(*kk, K, T), T <= cpu::kDecodeLayoutMaxTokens);
                 ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
                     << dtype_name(t) << " threads " << threads << " K=" << K << " N=" << N << " T=" << T;
             }

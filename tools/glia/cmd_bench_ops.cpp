@@ -146,7 +146,7 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
     // The decode layout (as the backend keeps it, $GLIA_CPU_GEMV_INTERLEAVE), built for
     // every copy before the timing.
     std::unique_ptr<cpu::DecodeCache> decode;
-    if (cpu::decode_layout_enabled() && cpu::matmul_uses_decode_layout(kk, K, T)) {
+    if (cpu::decode_layout_enabled() && cpu::matmul_has_decode_layout(kk, K)) {
         decode = std::make_unique<cpu::DecodeCache>();
         for (size_t c = 0; c < copies; ++c) decode->get(kk, w.data() + c * wbytes, wrow, K, N, pool);
     }
@@ -189,7 +189,7 @@ Result bench_case(DType t, Shape sh, int64_t T, cpu::simd::Isa isa, cpu::ThreadP
     r.matmul_s = o.best ? *std::min_element(tm.begin(), tm.end()) : median(tm);
     r.gbps = double(wbytes) / r.matmul_s * 1e-9;
     r.gflops = 2.0 * double(K) * double(N) * double(T) / r.matmul_s * 1e-9;
-    r.gemm = cpu::matmul_uses_gemm(kk, K, T);
+    r.gemm = cpu::matmul_uses_gemm(kk, K, T, cpu::decode_layout_enabled() && cpu::matmul_has_decode_layout(kk, K));
     r.err = 0;
     if (o.check) {
         // The scalar reference on a sample of rows and tokens (the last y is from copy

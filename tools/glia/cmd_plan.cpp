@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "args.h"
+#include "backend/cpu/simd/matmul.h"
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
@@ -69,15 +70,18 @@ void print_text(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb
                 pl.output_copies_embeddings ? " (tied LM head: a copy of token_embd.weight)" : "");
     if (mb.has_experts())
         std::printf("experts:     %s\n", pl.experts_on_host ? "in host memory (--cpu-moe)" : "with their layers");
-    std::printf("\n%-10s %12s %12s %12s %12s %12s %12s\n", "device", "memory", "weights", "KV", "state", "scratch",
-                "total");
+    std::printf("\n%-10s %12s %12s %12s %12s %12s %12s %12s\n", "device", "memory", "weights", "repacked", "KV", "state",
+                "scratch", "total");
     for (size_t d = 0; d < pl.devices.size(); ++d) {
         const DeviceUsage& u = pl.usage[d];
         const std::string mem = pl.devices[d].memory_bytes ? format_bytes(pl.devices[d].memory_bytes) : "host";
-        std::printf("%-10s %12s %12s %12s %12s %12s %12s\n", pl.devices[d].name.c_str(), mem.c_str(),
-                    format_bytes(u.weights).c_str(), format_bytes(u.kv).c_str(), format_bytes(u.state).c_str(),
-                    format_bytes(u.scratch).c_str(), format_bytes(u.total()).c_str());
+        std::printf("%-10s %12s %12s %12s %12s %12s %12s %12s\n", pl.devices[d].name.c_str(), mem.c_str(),
+                    format_bytes(u.weights).c_str(), format_bytes(u.repacked).c_str(), format_bytes(u.kv).c_str(),
+                    format_bytes(u.state).c_str(), format_bytes(u.scratch).c_str(), format_bytes(u.total()).c_str());
     }
+    if (pl.usage[0].repacked)
+        std::printf("\nrepacked:    copies of the CPU's product weights its kernels make on first use (GEMM "
+                    "panels, the decode layout)\n");
     std::printf("\ndecision:    fit, %d of %d layers on the GPU\n", pl.n_gpu_layers(), p.n_layer);
     for (const std::string& n : pl.notes) std::printf("note:        %s\n", n.c_str());
 }
@@ -89,15 +93,15 @@ void print_tp(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb, 
     std::printf("split:       tensor parallel, %d ranks: %s\n", tp.world, describe_split(p, tp.ranks[0]).c_str());
     std::printf("             attn_output and ffn_down split along K, then an all-reduce per block output; "
                 "embeddings and norms replicated\n");
-    std::printf("\n%-12s %12s %12s %12s %12s %12s %12s\n", "rank", "memory", "weights", "KV", "state", "scratch",
-                "total");
+    std::printf("\n%-12s %12s %12s %12s %12s %12s %12s %12s\n", "rank", "memory", "weights", "repacked", "KV", "state",
+                "scratch", "total");
     for (int r = 0; r < tp.world; ++r) {
         const DeviceUsage& u = tp.usage[size_t(r)];
         const DeviceSpec& d = tp.devices[size_t(r)];
         const std::string mem = d.memory_bytes ? format_bytes(d.memory_bytes) : "host";
-        std::printf("%-12s %12s %12s %12s %12s %12s %12s\n", d.name.c_str(), mem.c_str(), format_bytes(u.weights).c_str(),
-                    format_bytes(u.kv).c_str(), format_bytes(u.state).c_str(), format_bytes(u.scratch).c_str(),
-                    format_bytes(u.total()).c_str());
+        std::printf("%-12s %12s %12s %12s %12s %12s %12s %12s\n", d.name.c_str(), mem.c_str(),
+                    format_bytes(u.weights).c_str(), format_bytes(u.repacked).c_str(), format_bytes(u.kv).c_str(),
+                    format_bytes(u.state).c_str(), format_bytes(u.scratch).c_str(), format_bytes(u.total()).c_str());
     }
     if (tp.devices[0].kind != Device::CPU)
         std::printf("\nnote:        GPU ranks need the NCCL path, which has not been run yet: the runtime refuses "
@@ -118,7 +122,8 @@ std::string tp_json(const ModelProfile& p, const TpPlan& tp) {
             .key("n_head").value(rp.n_head).key("n_head_kv").value(rp.n_head_kv_max())
             .key("n_ff").value(rp.n_ff.empty() ? 0 : rp.n_ff[0]).key("n_ff_expert").value(rp.n_ff_expert)
             .key("vocab_rows").value(rp.n_vocab_local())
-            .key("weights").value(uint64_t(u.weights)).key("kv").value(uint64_t(u.kv))
+            .key("weights").value(uint64_t(u.weights)).key("repacked").value(uint64_t(u.repacked))
+            .key("kv").value(uint64_t(u.kv))
             .key("state").value(uint64_t(u.state)).key("scratch").value(uint64_t(u.scratch))
             .key("total").value(uint64_t(u.total())).end_object();
     }
@@ -178,11 +183,12 @@ int cmd_plan(const std::vector<std::string>& argv) {
     req.n_seq = int_option(a, "--parallel", 1, 1 << 16);
     req.n_batch = int_option(a, "-b", 1, 1 << 20);
     req.cache = cache_types_option(a);
+    req.host_copies = cpu::weight_copy_bytes;
     const bool json = a.has("--json");
 
     const std::unique_ptr<gguf::File> f = open_model(a);
     const ModelProfile p = derive_profile(*f);
-    const ModelBytes mb = measure_model(p, *f, req.cache);
+    const ModelBytes mb = measure_model(p, *f, req.cache, req.host_copies);
     // A refused plan: the reason on stderr (and as JSON with --json), exit 3.
     auto refused = [&](const PlanError& e) {
         if (json) {

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include "backend/cpu/simd/matmul.h"
 #include "backend/registry.h"
 #include "dispatch/dispatcher.h"
 #include "gguf/gguf.h"
@@ -317,6 +318,7 @@ DeviceChoice device_choice(const Args& a, const Model& m, int n_ctx, int n_seq) 
     if (ngl == 0) return c;
     PlanRequest req;
     req.cache = c.placement.cache;
+    req.host_copies = cpu::weight_copy_bytes;
     req.n_gpu_layers = static_cast<int>(ngl);
     req.cpu_moe = a.has("--cpu-moe");
     req.n_ctx = n_ctx;

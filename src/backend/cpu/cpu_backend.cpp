@@ -11,8 +11,7 @@
 namespace glia::cpu {
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
-    const char* e = std::getenv("GLIA_PACK_CACHE");
-    if (!(e && std::string(e) == "0")) pack_cache_ = std::make_unique<PackCache>();
+    if (pack_cache_enabled()) pack_cache_ = std::make_unique<PackCache>();
     const char* f = std::getenv("GLIA_FUSE_MATMUL");
     fuse_matmul_ = !(f && std::string(f) == "0");
     if (decode_layout_enabled()) decode_cache_ = std::make_unique<DecodeCache>();
@@ -105,7 +104,7 @@ void CpuBackend::release_weight(const Tensor& w) {
     if (it == prepared_.end() || --it->second > 0) return;
     prepared_.erase(it);
     if (pack_cache_) pack_cache_->forget(static_cast<const uint8_t*>(w.data));
-    if (decode_cache_) decode_cache_->forget(static_cast<const uint8_t*>(w.data));
+    if (decode_cache_) decode_cache_->forget(static_cast<const uint8_t*>(w.data), w.nbytes());
 }
 
 void copy_strided(const Tensor& src, Tensor& dst) {
@@ -130,7 +129,7 @@ size_t CpuBackend::run_from(const std::vector<const Node*>& nodes, size_t i) {
     if (fuse_matmul_ && n.op == Op::MATMUL) {
         const Node* group[8] = {&n};
         int m = 1;
-        while (m < 8 && i + m < nodes.size() && matmul_group_fusable(n, *nodes[i + m])) {
+        while (m < 8 && i + m < nodes.size() && matmul_group_fusable(n, *nodes[i + m], decode_cache_ != nullptr)) {
             group[m] = nodes[i + m];
             ++m;
         }

@@ -77,8 +77,9 @@ void op_binary(const Node& n, ThreadPool& pool);  // ADD, MUL, SCALE
 void op_matmul(const Node& n, ThreadPool& pool, std::vector<uint8_t>& scratch, PackCache* cache,
                DecodeCache* decode);
 // Several matrix products of one input on the row path (decode: q/k/v, gate/up): the input
-// is quantized once and all weights' row tiles go to the pool in one dispatch.
-bool matmul_group_fusable(const Node& a, const Node& b);
+// is quantized once and all weights' row tiles go to the pool in one dispatch. `layout`:
+// the weights' decode layouts are at hand (a DecodeCache).
+bool matmul_group_fusable(const Node& a, const Node& b, bool layout);
 void op_matmul_group(const Node* const* nodes, int n, ThreadPool& pool, std::vector<uint8_t>& scratch,
                      DecodeCache* decode);
 void op_rope(const Node& n, ThreadPool& pool);

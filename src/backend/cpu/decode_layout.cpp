@@ -8,8 +8,8 @@
 
 namespace glia::cpu {
 
-// Measured on the 2-core EPYC (bench/LOG.md, 2026-12-07, session 20): see there for the
-// default.
+// Measured on the 2-core EPYC (bench/LOG.md, 2026-12-07, sessions 20 and 21): decode
+// 1.5-2x the file layout's speed, for 1x the Q4_K / Q6_K bytes more memory.
 bool decode_layout_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("GLIA_CPU_GEMV_INTERLEAVE");
@@ -19,13 +19,17 @@ bool decode_layout_enabled() {
     return on;
 }
 
+bool matmul_has_decode_layout(const simd::TypeKernels& kk, int64_t K) {
+    return matmul_gemm_bits(kk, K) && kk.gemm->il_rows > 0;
+}
+
 bool matmul_uses_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t T) {
-    return !matmul_uses_gemm(kk, K, T) && matmul_gemm_bits(kk, K) && kk.gemm->il_rows > 0;
+    return matmul_has_decode_layout(kk, K) && !matmul_uses_gemm(kk, K, T, true);
 }
 
 const uint8_t* DecodeCache::get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K,
                                 int64_t N, ThreadPool& pool) {
-    if (!matmul_gemm_bits(kk, K) || kk.gemm->il_rows <= 0) return nullptr;
+    if (!matmul_has_decode_layout(kk, K)) return nullptr;
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (auto it = groups_.find(w); it != groups_.end()) return it->second.data();
@@ -47,12 +51,13 @@ const uint8_t* DecodeCache::get(const simd::TypeKernels& kk, const uint8_t* w, s
     return it->second.data();
 }
 
-void DecodeCache::forget(const uint8_t* w) {
+void DecodeCache::forget(const uint8_t* w, size_t n) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = groups_.find(w);
-    if (it == groups_.end()) return;
-    bytes_ -= it->second.size();
-    groups_.erase(it);
+    const auto end = groups_.lower_bound(w + n);
+    for (auto it = groups_.lower_bound(w); it != end;) {
+        bytes_ -= it->second.size();
+        it = groups_.erase(it);
+    }
 }
 
 size_t DecodeCache::bytes() const {

@@ -81,8 +81,12 @@ void row_tile(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, in
 
 bool matmul_gemm_bits(const simd::TypeKernels& kk, int64_t K) { return kk.gemm && K % 256 == 0; }
 
-bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T) {
-    return T >= kGemmMinTokens && matmul_gemm_bits(kk, K);
+int64_t gemm_min_tokens(const simd::TypeKernels& kk, bool layout) {
+    return layout && kk.gemm && kk.gemm->il_rows > 0 ? kDecodeLayoutMaxTokens + 1 : kGemmMinTokens;
+}
+
+bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T, bool layout) {
+    return matmul_gemm_bits(kk, K) && T >= gemm_min_tokens(kk, layout);
 }
 
 void matmul_convert_row(const simd::TypeKernels& kk, const float* x, int64_t K, uint8_t* row, uint8_t* side) {
@@ -151,15 +155,15 @@ size_t PackCache::bytes() const {
     return bytes_;
 }
 
-int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T) {
-    const int64_t rows = matmul_uses_gemm(kk, K, T) ? kk.gemm->panel_rows : kRowTile;
+int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T, bool layout) {
+    const int64_t rows = matmul_uses_gemm(kk, K, T, layout) ? kk.gemm->panel_rows : kRowTile;
     return (N + rows - 1) / rows;
 }
 
 void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                  const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed,
                  const uint8_t* groups) {
-    if (!matmul_uses_gemm(kk, K, T)) {
+    if (!matmul_uses_gemm(kk, K, T, groups != nullptr)) {
         row_tile(kk, w, w_stride, K, N, u * kRowTile, std::min(N, (u + 1) * kRowTile), a, T, y, groups);
         return;
     }
@@ -171,7 +175,8 @@ void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride,
     const uint8_t* panel = packed ? packed + u * pbytes : nullptr;
     if (!panel) {
         uint8_t* own = panel_buffer(pbytes);
-        g.pack(w + r0 * w_stride, w_stride, nr, K, own);
+        if (groups && g.il_pack_panel) g.il_pack_panel(groups + size_t(r0 / g.il_rows) * g.il_bytes(K), nr, K, own);
+        else g.pack(w + r0 * w_stride, w_stride, nr, K, own);
         panel = own;
     }
     for (int64_t k0 = 0; k0 < K; k0 += kGemmSliceK) {
@@ -185,22 +190,24 @@ void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride,
 void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                     const MatmulAct& a, int64_t T, float* y, ThreadPool& pool, PackCache* cache,
                     DecodeCache* decode) {
-    const uint8_t* packed =
-        cache && matmul_uses_gemm(kk, K, T) ? cache->get(*kk.gemm, w, w_stride, K, N, pool) : nullptr;
-    const uint8_t* groups =
-        decode && matmul_uses_decode_layout(kk, K, T) ? decode->get(kk, w, w_stride, K, N, pool) : nullptr;
-    split(pool, matmul_units(kk, K, N, T), double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
+    // A weight with a decode layout keeps only that (read by products of up to
+    // kDecodeLayoutMaxTokens tokens, packed from by the GEMM above); others their panels.
+    const uint8_t* groups = decode && matmul_has_decode_layout(kk, K) ? decode->get(kk, w, w_stride, K, N, pool) : nullptr;
+    const bool layout = groups != nullptr;
+    const uint8_t* packed = cache && !layout && matmul_uses_gemm(kk, K, T) ? cache->get(*kk.gemm, w, w_stride, K, N, pool)
+                                                                            : nullptr;
+    split(pool, matmul_units(kk, K, N, T, layout), double(w_stride) * double(N) * double(T), [&](int64_t b, int64_t e) {
         for (int64_t u = b; u < e; ++u) matmul_unit(kk, w, w_stride, K, N, a, T, y, u, packed, groups);
     });
 }
 
-bool matmul_group_fusable(const Node& a, const Node& b) {
+bool matmul_group_fusable(const Node& a, const Node& b, bool layout) {
     if (a.op != Op::MATMUL || b.op != Op::MATMUL || a.src[1] != b.src[1]) return false;
     const Tensor& x = *a.src[1];
     const simd::TypeKernels& ka = simd::kernels(a.src[0]->type);
     const simd::TypeKernels& kb = simd::kernels(b.src[0]->type);
     return ka.act_type == kb.act_type && ka.quantize_act == kb.quantize_act &&
-           !matmul_uses_gemm(ka, x.ne[0], x.n_rows()) && !matmul_uses_gemm(kb, x.ne[0], x.n_rows());
+           !matmul_uses_gemm(ka, x.ne[0], x.n_rows(), layout) && !matmul_uses_gemm(kb, x.ne[0], x.n_rows(), layout);
 }
 
 void op_matmul_group(const Node* const* ns, int m, ThreadPool& pool, std::vector<uint8_t>& scratch,

@@ -222,6 +222,123 @@ GLIA_TARGET_AVX512 void pack_q6_k(const uint8_t* w, size_t stride, int nr, int64
     }
 }
 
+// ---------------------------------------------------------------- packing from the decode layout
+// The same panels from the decode layout (il_layout): each gather of pack_q4_k / pack_q6_k
+// (one 4-byte piece of 16 rows) is one vector of a group there, and each row's scales,
+// mins and d are lanes of a few vectors, unpacked for all 16 rows at once. A panel's two
+// halves are two consecutive groups; a half with no rows is zero, as pack's masked gathers
+// leave it.
+
+// Byte b (0..3) of each dword, zero-extended.
+GLIA_TARGET_AVX512 inline __m512i dword_byte(__m512i v, int b) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
+}
+// Byte b of each dword, sign-extended.
+GLIA_TARGET_AVX512 inline __m512i dword_sbyte(__m512i v, int b) {
+    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
+}
+// The f16 halves (low: half 0, high: half 1) of each dword as floats.
+GLIA_TARGET_AVX512 inline __m512 dword_half(__m512i v, int half) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(half ? _mm512_srli_epi32(v, 16) : v));
+}
+
+template <class Panel>
+GLIA_TARGET_AVX512 void zero_half(Panel& p, int g) {
+    const __m512i z = _mm512_setzero_si512();
+    for (auto& q : p.q) _mm512_store_si512(q[g], z);
+    for (auto& s : p.sc) _mm512_store_si512(s[g], z);
+    for (auto& m : p.mp) _mm512_store_si512(m[g], z);
+    _mm512_store_ps(p.d[g], _mm512_setzero_ps());
+    _mm512_store_ps(p.dmin[g], _mm512_setzero_ps());
+}
+
+GLIA_TARGET_AVX512 void il_pack_panel_q4_k(const uint8_t* groups, int nr, int64_t K, void* panel) {
+    namespace L = il_layout;
+    auto* P = static_cast<PanelQ4K*>(panel);
+    const int64_t nsb = K / kQK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i lo8 = _mm512_set1_epi32(0xFF), b2 = _mm512_set1_epi32(0xFF0000);
+    for (int g = 0; g < 2; ++g) {
+        if (rows_in(nr, g) == 0) {
+            for (int64_t sb = 0; sb < nsb; ++sb) zero_half(P[sb], g);
+            continue;
+        }
+        const uint8_t* grp = groups + size_t(g) * size_t(nsb) * L::kQ4Block;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            PanelQ4K& p = P[sb];
+            const uint8_t* b = grp + size_t(sb) * L::kQ4Block;
+            for (int jj = 0; jj < 4; ++jj)
+                for (int k = 0; k < 8; ++k) {
+                    const __m512i v = _mm512_loadu_si512(b + L::kQ4Quants + 64 * (8 * jj + k));
+                    _mm512_store_si512(p.q[(2 * jj) * 8 + k][g], _mm512_and_si512(v, m4));
+                    _mm512_store_si512(p.q[(2 * jj + 1) * 8 + k][g], _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                }
+            // quant::unpack_k4_scales per lane (as il_tokens): scales 0-3 / mins 0-3 the low six
+            // bits of bytes 0-3 / 4-7, scales 4-7 (mins 4-7) the low (high) nibbles of bytes
+            // 8-11 below the top two bits of bytes 0-3 (4-7).
+            const __m512i dm = _mm512_loadu_si512(b);
+            const __m512i A = _mm512_loadu_si512(b + L::kQ4Scales);
+            const __m512i B = _mm512_loadu_si512(b + L::kQ4Scales + 64);
+            const __m512i C = _mm512_loadu_si512(b + L::kQ4Scales + 128);
+            const __m512i sc_lo = _mm512_and_si512(A, m3f);
+            const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, m4), _mm512_srli_epi32(A, 2), m30, 0xF8);
+            const __m512i m_lo = _mm512_and_si512(B, m3f);
+            const __m512i m_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), m4),
+                                                           _mm512_srli_epi32(B, 2), m30, 0xF8);
+            for (int j = 0; j < 8; ++j) _mm512_store_si512(p.sc[j][g], dword_byte(j < 4 ? sc_lo : sc_hi, j % 4));
+            for (int q = 0; q < 4; ++q) {
+                // (m[2q], m[2q + 1]) as the int16 halves of a dword.
+                const __m512i m = _mm512_srli_epi32(q < 2 ? m_lo : m_hi, 16 * (q % 2));
+                _mm512_store_si512(p.mp[q][g], _mm512_or_si512(_mm512_and_si512(m, lo8),
+                                                               _mm512_and_si512(_mm512_slli_epi32(m, 8), b2)));
+            }
+            _mm512_store_ps(p.d[g], dword_half(dm, 0));
+            _mm512_store_ps(p.dmin[g], dword_half(dm, 1));
+        }
+    }
+}
+
+GLIA_TARGET_AVX512 void il_pack_panel_q6_k(const uint8_t* groups, int nr, int64_t K, void* panel) {
+    namespace L = il_layout;
+    auto* P = static_cast<PanelQ6K*>(panel);
+    const int64_t nsb = K / kQK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3), lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int g = 0; g < 2; ++g) {
+        if (rows_in(nr, g) == 0) {
+            for (int64_t sb = 0; sb < nsb; ++sb) zero_half(P[sb], g);
+            continue;
+        }
+        const uint8_t* grp = groups + size_t(g) * size_t(nsb) * L::kQ6Block;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            PanelQ6K& p = P[sb];
+            const uint8_t* b = grp + size_t(sb) * L::kQ6Block;
+            for (int kg = 0; kg < 64; ++kg) {
+                const int e = 4 * kg, c = e / 128, k = (e % 128) / 32, l = e % 32;
+                // pack_q6_k's gathers at ql + 64c + 32(k & 1) + l and qh + 32c + l: 4-byte
+                // pieces, so vectors (64c + 32(k & 1) + l) / 4 and (32c + l) / 4.
+                const __m512i v = _mm512_loadu_si512(b + L::kQ6Ql + 16 * (64 * c + 32 * (k & 1) + l));
+                const __m512i h = _mm512_loadu_si512(b + L::kQ6Qh + 16 * (32 * c + l));
+                const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(v, 4 * (k >> 1)), m4);
+                const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * k), m3), 4);
+                _mm512_store_si512(p.q[kg][g], _mm512_or_si512(lo, hi));
+            }
+            __m512i sc[16];
+            for (int v = 0; v < 4; ++v) {
+                const __m512i s = _mm512_loadu_si512(b + 64 * v);
+                for (int j = 0; j < 4; ++j) sc[4 * v + j] = dword_sbyte(s, j);
+            }
+            for (int j = 0; j < 16; ++j) _mm512_store_si512(p.sc[j][g], sc[j]);
+            for (int q = 0; q < 8; ++q)  // (32 sc[2q], 32 sc[2q + 1]) as int16 halves
+                _mm512_store_si512(p.mp[q][g],
+                                   _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * q], 5), lo16),
+                                                   _mm512_slli_epi32(sc[2 * q + 1], 21)));
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + L::kQ6D)));
+            _mm512_store_ps(p.d[g], d);
+            _mm512_store_ps(p.dmin[g], d);
+        }
+    }
+}
+
 GLIA_TARGET_AVX512 void pack_q8_0(const uint8_t* w, size_t stride, int nr, int64_t K, void* panel) {
     auto* P = static_cast<BPanel*>(panel);
     const int64_t nb = K / kQK;
@@ -459,15 +576,15 @@ void bcompute(const void* panel, int nr, int64_t K, const uint8_t* act, size_t a
 
 const Gemm gemm_q4_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q4_k, ksum32_bytes,
                      prepare_ksum32, kcompute<PanelQ4K>, gemv_q4_k,
-                     16, il_bytes_q4_k, il_pack_q4_k, il_gemv_q4_k};
+                     16, il_bytes_q4_k, il_pack_q4_k, il_gemv_q4_k, il_pack_panel_q4_k};
 const Gemm gemm_q5_k{kPanelRows, kpanel_bytes<PanelQ4K>, pack_q5_k, ksum32_bytes,
-                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q5_k, 0, nullptr, nullptr, nullptr};
+                     prepare_ksum32, kcompute<PanelQ4K>, gemv_q5_k, 0, nullptr, nullptr, nullptr, nullptr};
 const Gemm gemm_q6_k{kPanelRows, kpanel_bytes<PanelQ6K>, pack_q6_k, no_side, no_prepare, kcompute<PanelQ6K>,
-                     gemv_q6_k, 16, il_bytes_q6_k, il_pack_q6_k, il_gemv_q6_k};
+                     gemv_q6_k, 16, il_bytes_q6_k, il_pack_q6_k, il_gemv_q6_k, il_pack_panel_q6_k};
 const Gemm gemm_q8_0{kPanelRows, bpanel_bytes, pack_q8_0, bside_bytes, prepare_q8_0_act<128>, bcompute, gemv_q8_0,
-                     0, nullptr, nullptr, nullptr};
+                     0, nullptr, nullptr, nullptr, nullptr};
 const Gemm gemm_q4_0{kPanelRows, bpanel_bytes, pack_q4_0, bside_bytes, prepare_q8_0_act<8>, bcompute, gemv_q4_0,
-                     0, nullptr, nullptr, nullptr};
+                     0, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace glia::cpu::simd::avx512
 

@@ -55,6 +55,8 @@ using gemv_steps::store_rows;
 constexpr size_t kGroupBlock = kLanes * sizeof(BlockQ4_K);  // 2304
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block: d, dmin, 12 scale bytes, 128 quant bytes");
 constexpr size_t kScaleOff = 64, kQuantOff = 256;
+static_assert(kGroupBlock == il_layout::kQ4Block && kScaleOff == il_layout::kQ4Scales &&
+              kQuantOff == il_layout::kQ4Quants, "the layout as the GEMM's packers read it");
 
 // Per-dword byte shuffles (the same in every 128-bit lane): byte s of each dword to the
 // dword's low byte (bytes s = 0..3), and bytes (0, 1) / (2, 3) to its two int16 halves.
@@ -178,6 +180,8 @@ GLIA_TARGET_AVX512 void il_tokens(const uint8_t* grp, int nr, int64_t nb, int64_
 constexpr size_t kGroupBlock6 = kLanes * sizeof(BlockQ6_K);  // 3360
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block: ql, qh, 16 scales, d");
 constexpr size_t kQl6 = 256, kQh6 = 2304, kD6 = 3328;
+static_assert(kGroupBlock6 == il_layout::kQ6Block && kQl6 == il_layout::kQ6Ql && kQh6 == il_layout::kQ6Qh &&
+              kD6 == il_layout::kQ6D, "the layout as the GEMM's packers read it");
 
 template <int NT>
 GLIA_TARGET_AVX512 void il6_tokens(const uint8_t* grp, int nr, int64_t nb, int64_t per_slice,

@@ -149,6 +149,11 @@ Isa best_isa() {
     return best;
 }
 
+bool has_kernels(DType t, Isa isa) {
+    const uint32_t id = static_cast<uint32_t>(t);
+    return id < kMaxType && tables().present[int(isa)][id];
+}
+
 const TypeKernels& kernels(DType t, Isa isa) {
     const uint32_t id = static_cast<uint32_t>(t);
     const Tables& tab = tables();

@@ -40,6 +40,12 @@ GLIA_GEMV_DECL(gemv_q6_k)
 GLIA_GEMV_DECL(gemv_q8_0)
 GLIA_GEMV_DECL(gemv_q4_0)
 #undef GLIA_GEMV_DECL
+// The decode layout's offsets within one super-block of a 16-row group (avx512_gemv_il.cpp
+// describes the layouts).
+namespace il_layout {
+inline constexpr size_t kQ4Block = 2304, kQ4Scales = 64, kQ4Quants = 256;
+inline constexpr size_t kQ6Block = 3360, kQ6Ql = 256, kQ6Qh = 2304, kQ6D = 3328;
+}  // namespace il_layout
 size_t il_bytes_q4_k(int64_t K);
 void il_pack_q4_k(const uint8_t* w, size_t row_stride, int nr, int64_t K, void* group);
 void il_gemv_q4_k(const void* group, int nr, int64_t K, int64_t slice_k, const uint8_t* act, size_t act_stride,

@@ -2,6 +2,7 @@
 // for benchmarks and tests: out[t * N + r] = dot(weight row r, activation row t).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -15,6 +16,11 @@
 namespace glia::cpu {
 
 inline constexpr int64_t kGemmMinTokens = 4;   // fewer tokens: row dot products
+// Products of a weight whose decode layout is in hand (a DecodeCache) read it for up to this
+// many tokens and take the GEMM (panels packed per call, from the layout) above: with the
+// same bits either way, the layout is the faster of the two up to 64-128 tokens (bench/LOG.md,
+// 2026-12-07, session 21), which serves decoding, batched decoding and short prompts.
+inline constexpr int64_t kDecodeLayoutMaxTokens = 64;
 inline constexpr int64_t kGemmSliceK = 512;    // K columns per packed slice (fits L1)
 // Below this much work (weight bytes x tokens) waking the other threads costs more than
 // it saves: tiny models run each matmul on the calling thread.
@@ -33,8 +39,12 @@ struct MatmulAct {
 // (the type has a GEMM and K % 256 == 0): fewer tokens than kGemmMinTokens then run
 // Gemm::gemv, which gives the GEMM's bits; otherwise every count runs the row dot product.
 bool matmul_gemm_bits(const simd::TypeKernels& kk, int64_t K);
+// The fewest tokens that take the packed GEMM itself: kGemmMinTokens, or
+// kDecodeLayoutMaxTokens + 1 for a type with a decode layout when `layout` (the weight's
+// layout is in hand).
+int64_t gemm_min_tokens(const simd::TypeKernels& kk, bool layout = false);
 // Whether T tokens take the packed GEMM itself.
-bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T);
+bool matmul_uses_gemm(const simd::TypeKernels& kk, int64_t K, int64_t T, bool layout = false);
 
 // One activation row of K floats converted for weights with kernels kk into `row`
 // (row_bytes(kk.act_type, K) bytes: quantized, or copied for F32 weights), plus the packed
@@ -67,29 +77,48 @@ private:
 
 // Weight matrices rearranged into the few-token products' decode layout (simd::Gemm::il_*,
 // same bytes as the weight), kept like PackCache's panels: built on first use, once per
-// weight. The decode products then read them instead of the file layout, with the same
-// bits. Off by default for now: $GLIA_CPU_GEMV_INTERLEAVE=1 (see decode_layout_enabled).
+// matrix (each expert of a stacked MoE tensor is one). Products of up to
+// kDecodeLayoutMaxTokens tokens then read them instead of the file layout, with the same
+// bits. On by default ($GLIA_CPU_GEMV_INTERLEAVE=0: off; see decode_layout_enabled).
 class DecodeCache {
 public:
-    // The groups of weight `w` (built on first use, split across the pool); nullptr when
-    // the type has no decode layout or K is not a multiple of 256.
+    // The groups of the matrix at `w` (built on first use, split across the pool: not
+    // from inside the pool's workers); nullptr when the type has no decode layout or K is
+    // not a multiple of 256.
     const uint8_t* get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                        ThreadPool& pool);
     size_t bytes() const;
-    void forget(const uint8_t* w);
+    // Drops the layouts of every matrix that starts in [w, w + n) (a weight going away).
+    void forget(const uint8_t* w, size_t n = 1);
 
 private:
     mutable std::mutex mu_;
-    std::unordered_map<const uint8_t*, HugeBuffer> groups_;
+    std::map<const uint8_t*, HugeBuffer> groups_;
     size_t bytes_ = 0;
 };
 // Whether the CPU backend keeps a DecodeCache ($GLIA_CPU_GEMV_INTERLEAVE: 0 off, 1 on;
 // unset: kDecodeLayoutDefault).
-inline constexpr bool kDecodeLayoutDefault = false;
+inline constexpr bool kDecodeLayoutDefault = true;
 bool decode_layout_enabled();
+// Whether the CPU backend keeps a PackCache ($GLIA_PACK_CACHE=0: off; on otherwise).
+bool pack_cache_enabled();
+// Whether a PackCache keeps the panels of weights with kernels kk and K columns. Not where
+// the weight has a decode layout (while that is on): one derived copy a weight (the
+// layout, 1x its bytes) instead of two (the panels are ~1.8x the bytes of Q4_K); its GEMM
+// packs per call from the layout, for products of more than kDecodeLayoutMaxTokens tokens
+// only, where packing is a small share.
+bool pack_cache_keeps(const simd::TypeKernels& kk, int64_t K);
+// The bytes of host memory the CPU backend derives from one product matrix of `type` with
+// K columns and N rows (`expert`: one expert of a stacked MoE tensor): the GEMM's panels
+// (PackCache, made by the first product of many tokens; never for experts) and the decode
+// layout (DecodeCache, made by the first of few tokens), as this machine's kernels and the
+// settings above make them. `glia plan` counts them.
+uint64_t weight_copy_bytes(DType type, int64_t K, int64_t N, bool expert);
 // Whether products with K columns and T tokens of weights with kernels kk read a decode
 // layout when there is one.
 bool matmul_uses_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t T);
+// Whether a decode layout of such weights can be made (the type has one, K % 256 == 0).
+bool matmul_has_decode_layout(const simd::TypeKernels& kk, int64_t K);
 
 // y[t * N + r] for r < N, t < T; weight rows `w_stride` bytes apart. With a cache the
 // packed path reuses panels packed earlier; without one it packs per call. With a decode
@@ -103,8 +132,11 @@ void matmul_compute(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stri
 // once (the MoE experts): matmul_units() of them, unit u computing its rows of y for all
 // T tokens. `packed`: the weight's panels from a PackCache, or nullptr to pack per unit.
 // Every split gives the same bits.
-int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T);
-// `groups`: the weight's decode layout from a DecodeCache (few-token units), or nullptr.
+// `layout`: the units will be given the weight's decode layout (`groups` below).
+int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T, bool layout = false);
+// `groups`: the weight's decode layout from a DecodeCache (read by units of up to
+// kDecodeLayoutMaxTokens tokens; GEMM units without `packed` pack their panels from it),
+// or nullptr.
 void matmul_unit(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                  const MatmulAct& a, int64_t T, float* y, int64_t u, const uint8_t* packed = nullptr,
                  const uint8_t* groups = nullptr);

@@ -66,6 +66,10 @@ struct Gemm {
     void (*il_pack)(const uint8_t* w, size_t row_stride, int nr, int64_t K, void* group);
     void (*il_gemv)(const void* group, int nr, int64_t K, int64_t slice_k, const uint8_t* act, size_t act_stride,
                     int nt, float* out, size_t out_stride);
+    // Packs rows [0, nr) (nr <= panel_rows) of a panel from their decode layout: the
+    // panel_rows / il_rows groups from `groups` on, il_bytes(K) apart (those holding no row
+    // need not exist). The same bytes as pack() of the file's rows, with plain loads.
+    void (*il_pack_panel)(const uint8_t* groups, int nr, int64_t K, void* panel);
 };
 
 struct TypeKernels {
@@ -79,6 +83,8 @@ struct TypeKernels {
 // none). Throws glia::Error when the type has no dot product at all.
 const TypeKernels& kernels(DType t, Isa isa);
 inline const TypeKernels& kernels(DType t) { return kernels(t, best_isa()); }
+// Whether kernels(t, isa) would return (the type has a dot product).
+bool has_kernels(DType t, Isa isa);
 
 // Reads n bytes with the widest loads available and returns a checksum: the memory
 // bandwidth yardstick of bench-ops.
