@@ -449,9 +449,11 @@ __global__ void attend_tc_merge_kernel(TcJob J, int hd_v) {
 
 // The same merge with the chunks' partial results brought into shared memory a piece of
 // `piece` chunks at a time, every element by its own cp.async (all in flight at once), and a
-// thread per value dim (blockDim.x == hd_v). GLIA_CUDA_ATTN_MERGE=staged; not the default
-// until measured: ncu (H100, llama3-8b shape, T=1 past 32768) put the merge above at 20.7 us
-// beside the split kernel's 57.7, latency-bound (32 blocks, 4 % of issue slots).
+// thread per value dim (blockDim.x == hd_v). The default since it was measured (H200,
+// llama3-8b shape, T=1: past 32768 75.1-75.4 -> 66.4-66.8 us the op, past 4096 the same within
+// noise; bench/LOG.md 2026-12-07); GLIA_CUDA_ATTN_MERGE=direct takes the merge above. ncu
+// (H100, T=1 past 32768) had put that one at 20.7 us beside the split kernel's 57.7,
+// latency-bound (32 blocks, 4 % of issue slots).
 constexpr int kMergeSmem = 48 * 1024;  // bytes of a piece at most
 __global__ void attend_tc_merge_staged_kernel(TcJob J, int hd_v, int piece) {
     extern __shared__ float part[];  // [piece][hd_v + 2]
@@ -543,15 +545,16 @@ void launch_tc_mode(bool split, bool deep, dim3 grid, cudaStream_t s, const TcJo
     else launch_tc<HD, HD, kWarps, false, 2>(grid, s, J);
 }
 
-// The staged merge's chunks a piece (0: the default merge). GLIA_CUDA_ATTN_MERGE=staged turns
-// it on at the most shared memory allows; GLIA_CUDA_ATTN_MERGE=staged:N caps the piece at N
-// chunks (the emulator's small cases then fold several pieces).
+// The staged merge's chunks a piece (0: the direct merge). By default as many as shared
+// memory allows; GLIA_CUDA_ATTN_MERGE=staged:N caps the piece at N chunks (the emulator's
+// small cases then fold several pieces), GLIA_CUDA_ATTN_MERGE=direct takes the direct merge.
+// Both give the same bits (the chunks folded in the same order by the same operations).
 int merge_piece() {
     static const int v = [] {
         const char* e = std::getenv("GLIA_CUDA_ATTN_MERGE");
-        if (!e || std::string(e).rfind("staged", 0) != 0) return 0;
-        const std::string s(e);
-        return s.size() > 7 && s[6] == ':' ? std::max(1, std::atoi(s.c_str() + 7)) : 1 << 30;
+        const std::string s(e ? e : "");
+        if (s == "direct") return 0;
+        return s.size() > 7 && s.rfind("staged:", 0) == 0 ? std::max(1, std::atoi(s.c_str() + 7)) : 1 << 30;
     }();
     return v;
 }
