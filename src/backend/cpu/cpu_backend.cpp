@@ -103,7 +103,7 @@ void CpuBackend::release_weight(const Tensor& w) {
     auto it = prepared_.find(w.data);
     if (it == prepared_.end() || --it->second > 0) return;
     prepared_.erase(it);
-    if (pack_cache_) pack_cache_->forget(static_cast<const uint8_t*>(w.data));
+    if (pack_cache_) pack_cache_->forget(static_cast<const uint8_t*>(w.data), w.nbytes());
     if (decode_cache_) decode_cache_->forget(static_cast<const uint8_t*>(w.data), w.nbytes());
 }
 

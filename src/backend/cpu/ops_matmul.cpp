@@ -122,37 +122,11 @@ MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_r
 
 const uint8_t* PackCache::get(const simd::Gemm& g, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                                ThreadPool& pool) {
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (auto it = panels_.find(w); it != panels_.end()) return it->second.data();
-    }
     const int64_t P = g.panel_rows;
-    const int64_t n_panels = (N + P - 1) / P;
-    const size_t pbytes = g.panel_bytes(K);
-    HugeBuffer buf(pbytes * n_panels);
-    uint8_t* base = buf.data();
-    pool.parallel_for(n_panels, [&](int64_t b, int64_t e) {
-        for (int64_t ip = b; ip < e; ++ip) {
-            const int64_t r0 = ip * P;
-            g.pack(w + r0 * w_stride, w_stride, static_cast<int>(std::min(P, N - r0)), K, base + ip * pbytes);
-        }
-    });
-    std::lock_guard<std::mutex> lk(mu_);
-    bytes_ += pbytes * n_panels;
-    return panels_.emplace(w, std::move(buf)).first->second.data();
-}
-
-void PackCache::forget(const uint8_t* w) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = panels_.find(w);
-    if (it == panels_.end()) return;
-    bytes_ -= it->second.size();
-    panels_.erase(it);
-}
-
-size_t PackCache::bytes() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return bytes_;
+    return copies_.get(w, (N + P - 1) / P, g.panel_bytes(K), [&](int64_t ip, uint8_t* dst) {
+        const int64_t r0 = ip * P;
+        g.pack(w + r0 * w_stride, w_stride, static_cast<int>(std::min(P, N - r0)), K, dst);
+    }, pool);
 }
 
 int64_t matmul_units(const simd::TypeKernels& kk, int64_t K, int64_t N, int64_t T, bool layout) {

@@ -1,11 +1,43 @@
 // What the CPU backend derives from its weights and keeps (the GEMM's packed panels, the
-// decode layout), counted ahead of time for the planner (glia plan, the runtime's -v).
+// decode layout): the store both caches keep their copies in, and their bytes counted
+// ahead of time for the planner (glia plan, the runtime's -v).
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/simd/matmul.h"
 
 namespace glia::cpu {
+
+const uint8_t* WeightCopies::get(const uint8_t* w, int64_t units, size_t unit_bytes,
+                                 FunctionRef<void(int64_t, uint8_t*)> pack, ThreadPool& pool) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (auto it = copies_.find(w); it != copies_.end()) return it->second.data();
+    }
+    HugeBuffer buf(unit_bytes * size_t(units));
+    uint8_t* base = buf.data();
+    pool.parallel_for(units, [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e; ++u) pack(u, base + size_t(u) * unit_bytes);
+    });
+    std::lock_guard<std::mutex> lk(mu_);
+    auto [it, fresh] = copies_.emplace(w, std::move(buf));  // another thread may have built it meanwhile
+    if (fresh) bytes_ += it->second.size();
+    return it->second.data();
+}
+
+size_t WeightCopies::bytes() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return bytes_;
+}
+
+void WeightCopies::forget(const uint8_t* w, size_t n) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto end = copies_.lower_bound(w + n);
+    for (auto it = copies_.lower_bound(w); it != end;) {
+        bytes_ -= it->second.size();
+        it = copies_.erase(it);
+    }
+}
 
 bool pack_cache_enabled() {
     static const bool on = [] {

@@ -6,7 +6,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/simd/simd.h"
@@ -56,23 +55,39 @@ void matmul_convert_row(const simd::TypeKernels& kk, const float* x, int64_t K, 
 MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_row, int64_t K, int64_t T,
                          std::vector<uint8_t>& scratch, ThreadPool& pool);
 
+// Copies derived from weight matrices, one buffer a matrix keyed by the matrix's data:
+// built on first use from `units` pieces of `unit_bytes` each (pack(u, dst) writes piece u,
+// split across the pool: not from inside the pool's workers), kept until forgotten.
+class WeightCopies {
+public:
+    const uint8_t* get(const uint8_t* w, int64_t units, size_t unit_bytes, FunctionRef<void(int64_t, uint8_t*)> pack,
+                       ThreadPool& pool);
+    size_t bytes() const;
+    // Drops the copies of every matrix that starts in [w, w + n) (a weight going away).
+    void forget(const uint8_t* w, size_t n = 1);
+
+private:
+    mutable std::mutex mu_;
+    std::map<const uint8_t*, HugeBuffer> copies_;
+    size_t bytes_ = 0;
+};
+
 // Weight matrices repacked into the GEMM's panel layout, kept for the life of a backend
 // (whose model outlives it): packing then happens once per weight instead of once per
 // matmul, which is what makes the packed path pay for small batches (batched decode).
-// Costs memory: a Q4_K matrix packs to about twice its bytes, Q8_0 to about the same.
+// Costs memory: a Q8_0 matrix packs to about its bytes (see pack_cache_keeps for which
+// weights it serves).
 class PackCache {
 public:
     // The packed panels of weight `w` (packed on first use, split across the pool).
     const uint8_t* get(const simd::Gemm& g, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                        ThreadPool& pool);
-    size_t bytes() const;
-    // Drops the panels of weight data `w` (the weight is going away).
-    void forget(const uint8_t* w);
+    size_t bytes() const { return copies_.bytes(); }
+    // Drops the panels of the weight at [w, w + n) (the weight is going away).
+    void forget(const uint8_t* w, size_t n = 1) { copies_.forget(w, n); }
 
 private:
-    mutable std::mutex mu_;
-    std::unordered_map<const uint8_t*, HugeBuffer> panels_;
-    size_t bytes_ = 0;
+    WeightCopies copies_;
 };
 
 // Weight matrices rearranged into the few-token products' decode layout (simd::Gemm::il_*,
@@ -87,14 +102,12 @@ public:
     // not a multiple of 256.
     const uint8_t* get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                        ThreadPool& pool);
-    size_t bytes() const;
+    size_t bytes() const { return copies_.bytes(); }
     // Drops the layouts of every matrix that starts in [w, w + n) (a weight going away).
-    void forget(const uint8_t* w, size_t n = 1);
+    void forget(const uint8_t* w, size_t n = 1) { copies_.forget(w, n); }
 
 private:
-    mutable std::mutex mu_;
-    std::map<const uint8_t*, HugeBuffer> groups_;
-    size_t bytes_ = 0;
+    WeightCopies copies_;
 };
 // Whether the CPU backend keeps a DecodeCache ($GLIA_CPU_GEMV_INTERLEAVE: 0 off, 1 on;
 // unset: kDecodeLayoutDefault).
