@@ -48,7 +48,7 @@ bool has_gemm(DType t) {
 }
 
 // Dense models of the types with a decode layout (Q4_K, Q6_K) and without (Q8_0: panels),
-// a tied LM head (gemma3), and a MoE model (its experts' products keep no copies).
+// a tied LM head (gemma3), and a MoE model (its expert stacks keep their decode layouts).
 TEST(HostCopies, PlanCountsWhatTheCpuKeeps) {
     for (const char* file : {"tiny-llama-q4_k_m.gguf", "tiny-llama-q8_0.gguf", "tiny-gemma3-q4_k_m.gguf",
                              "tiny-qwen3moe-q4_k_m.gguf"}) {

@@ -10,11 +10,11 @@
 
 namespace glia::cpu {
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {
+CpuBackend::CpuBackend(int n_threads, bool decode_layout) : pool_(n_threads) {
     if (pack_cache_enabled()) pack_cache_ = std::make_unique<PackCache>();
     const char* f = std::getenv("GLIA_FUSE_MATMUL");
     fuse_matmul_ = !(f && std::string(f) == "0");
-    if (decode_layout_enabled()) decode_cache_ = std::make_unique<DecodeCache>();
+    if (decode_layout) decode_cache_ = std::make_unique<DecodeCache>();
 }
 
 namespace {
@@ -155,7 +155,7 @@ void CpuBackend::run(const Node& n) {
         case Op::ARGMAX: op_argmax(n, pool_); break;
         case Op::MOE_TOPK: op_moe_topk(n, pool_); break;
         case Op::MOE_WEIGHTS: op_moe_weights(n, pool_); break;
-        case Op::MOE_EXPERTS: op_moe_experts(n, pool_); break;
+        case Op::MOE_EXPERTS: op_moe_experts(n, pool_, decode_cache_.get()); break;
         case Op::SHORTCONV: op_shortconv(n); break;
         case Op::COPY: copy_strided(*n.src[0], *n.out); break;
         case Op::ROPE_FREQS: op_rope_freqs(n, pool_); break;
@@ -167,7 +167,7 @@ void CpuBackend::run(const Node& n) {
         case Op::RES_MIX: op_res_mix(n, pool_); break;
         case Op::SITU: op_situ(n, pool_); break;
         case Op::MOE_GATHER_WEIGHTS: op_moe_gather_weights(n, pool_); break;
-        case Op::MOE_EXPERTS_GLU: op_moe_experts_glu(n, pool_); break;
+        case Op::MOE_EXPERTS_GLU: op_moe_experts_glu(n, pool_, decode_cache_.get()); break;
         case Op::ALL_REDUCE: op_all_reduce(n); break;
         case Op::ALL_GATHER: op_all_gather(n); break;
         default: fail("cpu backend: op ", op_name(n.op), " not implemented");

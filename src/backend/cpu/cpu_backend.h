@@ -18,8 +18,9 @@ namespace glia::cpu {
 class CpuBackend : public Backend {
 public:
     // The packed-weight cache (on unless $GLIA_PACK_CACHE=0) keeps GEMM panels of every
-    // weight that takes the packed path; see PackCache.
-    explicit CpuBackend(int n_threads);
+    // weight that takes the packed path; see PackCache. `decode_layout`: keep a DecodeCache
+    // (tests compare the bits with and without one).
+    explicit CpuBackend(int n_threads, bool decode_layout = decode_layout_enabled());
     const char* name() const override { return "cpu"; }
     Device device() const override { return Device::CPU; }
     bool supports(const Node& node) const override;
@@ -89,7 +90,8 @@ void op_softcap(const Node& n, ThreadPool& pool);
 void op_argmax(const Node& n, ThreadPool& pool);
 void op_moe_topk(const Node& n, ThreadPool& pool);
 void op_moe_weights(const Node& n, ThreadPool& pool);
-void op_moe_experts(const Node& n, ThreadPool& pool);
+// `decode`: the experts' products read their stacks' decode layouts (expert_decode_layout).
+void op_moe_experts(const Node& n, ThreadPool& pool, DecodeCache* decode);
 void op_shortconv(const Node& n);
 void op_rope_freqs(const Node& n, ThreadPool& pool);
 void op_unary(const Node& n, ThreadPool& pool);
@@ -98,7 +100,7 @@ void op_mul_bcast(const Node& n, ThreadPool& pool);
 void op_concat(const Node& n, ThreadPool& pool);
 void op_res_mix(const Node& n, ThreadPool& pool);
 void op_situ(const Node& n, ThreadPool& pool);
-void op_moe_experts_glu(const Node& n, ThreadPool& pool);
+void op_moe_experts_glu(const Node& n, ThreadPool& pool, DecodeCache* decode);
 void op_moe_gather_weights(const Node& n, ThreadPool& pool);
 void op_matmul_heads(const Node& n, ThreadPool& pool);
 void op_all_reduce(const Node& n);  // ALL_REDUCE, ALL_GATHER: through the node's communicator

@@ -23,19 +23,27 @@ bool matmul_has_decode_layout(const simd::TypeKernels& kk, int64_t K) {
     return matmul_gemm_bits(kk, K) && kk.gemm->il_rows > 0;
 }
 
+bool expert_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t N) {
+    static const bool on = [] {  // GLIA_CPU_MOE_LAYOUT=0: experts on the file's layout (A/B, bisecting)
+        const char* e = std::getenv("GLIA_CPU_MOE_LAYOUT");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on && matmul_has_decode_layout(kk, K) && N % kk.gemm->il_rows == 0;
+}
+
 bool matmul_uses_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t T) {
     return matmul_has_decode_layout(kk, K) && !matmul_uses_gemm(kk, K, T, true);
 }
 
 const uint8_t* DecodeCache::get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K,
-                                int64_t N, ThreadPool& pool) {
+                                int64_t N, ThreadPool& pool, bool* built) {
     if (!matmul_has_decode_layout(kk, K)) return nullptr;
     const simd::Gemm& g = *kk.gemm;
     const int64_t G = g.il_rows;
     return copies_.get(w, (N + G - 1) / G, g.il_bytes(K), [&](int64_t i, uint8_t* dst) {
         const int64_t r0 = i * G;
         g.il_pack(w + r0 * w_stride, w_stride, static_cast<int>(std::min(G, N - r0)), K, dst);
-    }, pool);
+    }, pool, built);
 }
 
 }  // namespace glia::cpu

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/page_out.h"
 #include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
@@ -132,10 +133,11 @@ void size_pair_acts(const simd::TypeKernels& kk, int64_t K, size_t n_pairs, Pair
     if (a.side.size() < a.side_row * n_pairs) a.side.resize(a.side_row * n_pairs);
 }
 
-// Converts pair p's float row, with side data where its group takes the packed path.
+// Converts pair p's float row, with side data where its group takes the packed path
+// (`layout`: the weight's decode layout is in hand, which moves that path's threshold).
 void fill_pair_act(const simd::TypeKernels& kk, const float* x, int64_t K, const ExpertPairs& g, size_t p,
-                   PairActs& a) {
-    const bool packed = matmul_uses_gemm(kk, K, g.group_size(p));
+                   PairActs& a, bool layout) {
+    const bool packed = matmul_uses_gemm(kk, K, g.group_size(p), layout);
     matmul_convert_row(kk, x, K, a.act.data() + p * a.act_row, packed ? a.side.data() + p * a.side_row : nullptr);
 }
 
@@ -149,11 +151,40 @@ MatmulAct group_act(const PairActs& a, int64_t p0) {
 }
 
 // One stacked weight's products for every expert group: out rows of N floats per pair.
+// `groups`: the whole stack's decode layout (expert_layout), or nullptr.
 struct StackedProduct {
     const Tensor* w;
     const PairActs* acts;
     float* out;
+    const uint8_t* groups = nullptr;
 };
+
+// The decode layout of a stacked expert tensor [K, N, n_exp], built for all its experts at
+// once (one matrix of N x n_exp rows: each expert's rows start a group when N is a multiple
+// of the layout's group), so that the first step that meets an expert does not pay for its
+// copy; nullptr where the type or shape has none. Once it is built nothing on the CPU reads
+// the stack's own bytes again (every group size reads the layout: few tokens directly, the
+// GEMM's panels are packed from it), so their pages are handed back to the kernel
+// (MADV_PAGEOUT: pages of the mapped file are dropped, to be read again if ever touched;
+// anonymous pages stay as they are): the layout takes the file's place in memory instead of
+// doubling it (bench/LOG.md, 2026-12-07, session 22).
+const uint8_t* expert_layout(const Tensor& w, DecodeCache* decode, ThreadPool& pool) {
+    if (!decode) return nullptr;
+    const simd::TypeKernels& kk = simd::kernels(w.type);
+    if (!expert_decode_layout(kk, w.ne[0], w.ne[1]) || w.ne[3] != 1 || w.nb[2] != w.nb[1] * size_t(w.ne[1]))
+        return nullptr;
+    bool built = false;
+    const uint8_t* groups = decode->get(kk, w.row(0), w.nb[1], w.ne[0], w.ne[1] * w.ne[2], pool, &built);
+    if (built) page_out(w.data, w.nbytes());
+    return groups;
+}
+
+// Expert e's part of a stack's decode layout.
+const uint8_t* expert_groups(const simd::TypeKernels& kk, const Tensor& w, const uint8_t* groups, int64_t e) {
+    if (!groups) return nullptr;
+    const simd::Gemm& g = *kk.gemm;
+    return groups + size_t(e * (w.ne[1] / g.il_rows)) * g.il_bytes(w.ne[0]);
+}
 
 // The units of run_stacked's products (kept between calls: no allocation per step).
 struct StackedJobs {
@@ -177,7 +208,7 @@ void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g,
         for (int64_t e = 0; e < n_exp; ++e) {
             const int64_t c = g.start[e + 1] - g.start[e];
             if (c == 0) continue;
-            const int64_t units = matmul_units(kk, w.ne[0], w.ne[1], c);
+            const int64_t units = matmul_units(kk, w.ne[0], w.ne[1], c, prods[j].groups != nullptr);
             jobs.push_back({j, e, units});
             const double per_unit = double(w.nb[1]) * double(w.ne[1]) / double(units) * double(c);
             for (int64_t u = 0; u < units; ++u) cum.push_back(cum.back() + per_unit);
@@ -194,8 +225,9 @@ void run_stacked(const StackedProduct* prods, int n_prods, const ExpertPairs& g,
             const StackedProduct& pr = prods[jb.prod];
             const Tensor& w = *pr.w;
             const int64_t p0 = g.start[jb.expert], c = g.start[jb.expert + 1] - p0;
-            matmul_unit(simd::kernels(w.type), w.row(0, jb.expert), w.nb[1], w.ne[0], w.ne[1], group_act(*pr.acts, p0),
-                        c, pr.out + p0 * w.ne[1], u - first);
+            const simd::TypeKernels& kk = simd::kernels(w.type);
+            matmul_unit(kk, w.row(0, jb.expert), w.nb[1], w.ne[0], w.ne[1], group_act(*pr.acts, p0), c,
+                        pr.out + p0 * w.ne[1], u - first, nullptr, expert_groups(kk, w, pr.groups, jb.expert));
         }
     };
     if (total_units == 0) return;
@@ -229,7 +261,8 @@ struct MoeScratch {
 
 // Tokens [tok0, tok0 + T) of the node.
 template <class Act>
-void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, int64_t tok0, int64_t T) {
+void moe_experts_chunk(const Node& n, ThreadPool& pool, DecodeCache* decode, int k, const Act& act, int64_t tok0,
+                       int64_t T) {
     const Tensor& x = *n.src[MoeExpertsArg::X];
     const Tensor& gate = *n.src[MoeExpertsArg::GATE];
     const Tensor& up = *n.src[MoeExpertsArg::UP];
@@ -246,7 +279,12 @@ void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, i
     const simd::TypeKernels& kg = simd::kernels(gate.type);
     const simd::TypeKernels& ku = simd::kernels(up.type);
     const simd::TypeKernels& kd = simd::kernels(down.type);
-    const bool up_own = ku.act_type != kg.act_type || ku.quantize_act != kg.quantize_act || ku.gemm != kg.gemm;
+    const uint8_t* gate_groups = expert_layout(gate, decode, pool);
+    const uint8_t* up_groups = expert_layout(up, decode, pool);
+    const uint8_t* down_groups = expert_layout(down, decode, pool);
+    // Up reuses gate's activation rows where they are the same bytes, side data included.
+    const bool up_own = ku.act_type != kg.act_type || ku.quantize_act != kg.quantize_act || ku.gemm != kg.gemm ||
+                        (up_groups != nullptr) != (gate_groups != nullptr);
     size_pair_acts(kg, E, n_pairs, s.gate_acts);
     if (up_own) size_pair_acts(ku, E, n_pairs, s.up_acts);
     size_pair_acts(kd, F, n_pairs, s.down_acts);
@@ -257,13 +295,13 @@ void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, i
     for_rows(pool, static_cast<int64_t>(n_pairs), E * 4, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
             const float* xt = reinterpret_cast<const float*>(x.row(tok0 + g.token[p]));
-            fill_pair_act(kg, xt, E, g, static_cast<size_t>(p), s.gate_acts);
-            if (up_own) fill_pair_act(ku, xt, E, g, static_cast<size_t>(p), s.up_acts);
+            fill_pair_act(kg, xt, E, g, static_cast<size_t>(p), s.gate_acts, gate_groups != nullptr);
+            if (up_own) fill_pair_act(ku, xt, E, g, static_cast<size_t>(p), s.up_acts, up_groups != nullptr);
         }
     });
     // 2. Gate and up products.
-    const StackedProduct gu[2] = {{&gate, &s.gate_acts, s.gate_out.data()},
-                                  {&up, up_own ? &s.up_acts : &s.gate_acts, s.up_out.data()}};
+    const StackedProduct gu[2] = {{&gate, &s.gate_acts, s.gate_out.data(), gate_groups},
+                                  {&up, up_own ? &s.up_acts : &s.gate_acts, s.up_out.data(), up_groups}};
     run_stacked(gu, 2, g, s.jobs, pool);
     // 3. act(gate, up), converted for the down matrix.
     for_rows(pool, static_cast<int64_t>(n_pairs), F * 8, [&](int64_t p0, int64_t p1) {
@@ -271,11 +309,11 @@ void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, i
             float* h = s.gate_out.data() + p * F;
             const float* u = s.up_out.data() + p * F;
             for (int64_t j = 0; j < F; ++j) h[j] = act(h[j], u[j]);
-            fill_pair_act(kd, h, F, g, static_cast<size_t>(p), s.down_acts);
+            fill_pair_act(kd, h, F, g, static_cast<size_t>(p), s.down_acts, down_groups != nullptr);
         }
     });
     // 4. Down products.
-    const StackedProduct dn[1] = {{&down, &s.down_acts, s.down_out.data()}};
+    const StackedProduct dn[1] = {{&down, &s.down_acts, s.down_out.data(), down_groups}};
     run_stacked(dn, 1, g, s.jobs, pool);
     // 5. The weighted sum, in selection order.
     for_rows(pool, T, E * k, [&](int64_t t0, int64_t t1) {
@@ -295,27 +333,27 @@ void moe_experts_chunk(const Node& n, ThreadPool& pool, int k, const Act& act, i
 constexpr int64_t kMoeChunkTokens = 512;
 
 template <class Act>
-void moe_experts_impl(const Node& n, ThreadPool& pool, int k, Act act) {
+void moe_experts_impl(const Node& n, ThreadPool& pool, DecodeCache* decode, int k, Act act) {
     const int64_t T = n.src[MoeExpertsArg::X]->ne[1];
     for (int64_t t0 = 0; t0 < T; t0 += kMoeChunkTokens)
-        moe_experts_chunk(n, pool, k, act, t0, std::min(kMoeChunkTokens, T - t0));
+        moe_experts_chunk(n, pool, decode, k, act, t0, std::min(kMoeChunkTokens, T - t0));
 }
 
 }  // namespace
 
-void op_moe_experts(const Node& n, ThreadPool& pool) {
-    moe_experts_impl(n, pool, n.p<MoeParams>().n_used,
+void op_moe_experts(const Node& n, ThreadPool& pool, DecodeCache* decode) {
+    moe_experts_impl(n, pool, decode, n.p<MoeParams>().n_used,
                      [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
 }
 
-void op_moe_experts_glu(const Node& n, ThreadPool& pool) {
+void op_moe_experts_glu(const Node& n, ThreadPool& pool, DecodeCache* decode) {
     const GluParams& gp = n.p<GluParams>();
     if (gp.kind == GluKind::SITU)
         moe_experts_impl(
-            n, pool, gp.n_used, [&](float g, float u) { return situ_value(g, u, gp.beta, gp.linear_beta); });
+            n, pool, decode, gp.n_used, [&](float g, float u) { return situ_value(g, u, gp.beta, gp.linear_beta); });
     else if (gp.kind == GluKind::SWIGLU)
         moe_experts_impl(
-            n, pool, gp.n_used, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+            n, pool, decode, gp.n_used, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
     else
         fail("moe_experts_glu: activation not implemented on the CPU");
 }

@@ -9,7 +9,8 @@
 namespace glia::cpu {
 
 const uint8_t* WeightCopies::get(const uint8_t* w, int64_t units, size_t unit_bytes,
-                                 FunctionRef<void(int64_t, uint8_t*)> pack, ThreadPool& pool) {
+                                 FunctionRef<void(int64_t, uint8_t*)> pack, ThreadPool& pool, bool* built) {
+    if (built) *built = false;
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (auto it = copies_.find(w); it != copies_.end()) return it->second.data();
@@ -22,6 +23,7 @@ const uint8_t* WeightCopies::get(const uint8_t* w, int64_t units, size_t unit_by
     std::lock_guard<std::mutex> lk(mu_);
     auto [it, fresh] = copies_.emplace(w, std::move(buf));  // another thread may have built it meanwhile
     if (fresh) bytes_ += it->second.size();
+    if (built) *built = fresh;
     return it->second.data();
 }
 
@@ -57,8 +59,10 @@ uint64_t weight_copy_bytes(DType type, int64_t K, int64_t N, bool expert) {
     if (!simd::has_kernels(type, isa)) return 0;
     const simd::TypeKernels& kk = simd::kernels(type, isa);
     if (!matmul_gemm_bits(kk, K)) return 0;  // no GEMM for this type and K: nothing derived
-    if (expert) return 0;  // the experts' products keep no copies (ops_moe.cpp)
     const simd::Gemm& g = *kk.gemm;
+    if (expert)  // a stack's experts keep their decode layout only (ops_moe.cpp)
+        return decode_layout_enabled() && expert_decode_layout(kk, K, N) ? uint64_t(g.il_bytes(K)) * uint64_t(N / g.il_rows)
+                                                                         : 0;
     uint64_t n = 0;
     if (pack_cache_enabled() && pack_cache_keeps(kk, K))
         n += uint64_t(g.panel_bytes(K)) * uint64_t((N + g.panel_rows - 1) / g.panel_rows);

@@ -58,10 +58,11 @@ MatmulAct matmul_prepare(const simd::TypeKernels& kk, const float* x, size_t x_r
 // Copies derived from weight matrices, one buffer a matrix keyed by the matrix's data:
 // built on first use from `units` pieces of `unit_bytes` each (pack(u, dst) writes piece u,
 // split across the pool: not from inside the pool's workers), kept until forgotten.
+// `built` (when given) tells whether this call made the copy.
 class WeightCopies {
 public:
     const uint8_t* get(const uint8_t* w, int64_t units, size_t unit_bytes, FunctionRef<void(int64_t, uint8_t*)> pack,
-                       ThreadPool& pool);
+                       ThreadPool& pool, bool* built = nullptr);
     size_t bytes() const;
     // Drops the copies of every matrix that starts in [w, w + n) (a weight going away).
     void forget(const uint8_t* w, size_t n = 1);
@@ -92,16 +93,16 @@ private:
 
 // Weight matrices rearranged into the few-token products' decode layout (simd::Gemm::il_*,
 // same bytes as the weight), kept like PackCache's panels: built on first use, once per
-// matrix (each expert of a stacked MoE tensor is one). Products of up to
+// matrix (a stacked MoE tensor's experts as one matrix: expert_decode_layout). Products of up to
 // kDecodeLayoutMaxTokens tokens then read them instead of the file layout, with the same
 // bits. On by default ($GLIA_CPU_GEMV_INTERLEAVE=0: off; see decode_layout_enabled).
 class DecodeCache {
 public:
     // The groups of the matrix at `w` (built on first use, split across the pool: not
     // from inside the pool's workers); nullptr when the type has no decode layout or K is
-    // not a multiple of 256.
+    // not a multiple of 256. `built` (when given): whether this call made the layout.
     const uint8_t* get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
-                       ThreadPool& pool);
+                       ThreadPool& pool, bool* built = nullptr);
     size_t bytes() const { return copies_.bytes(); }
     // Drops the layouts of every matrix that starts in [w, w + n) (a weight going away).
     void forget(const uint8_t* w, size_t n = 1) { copies_.forget(w, n); }
@@ -124,14 +125,20 @@ bool pack_cache_keeps(const simd::TypeKernels& kk, int64_t K);
 // The bytes of host memory the CPU backend derives from one product matrix of `type` with
 // K columns and N rows (`expert`: one expert of a stacked MoE tensor): the GEMM's panels
 // (PackCache, made by the first product of many tokens; never for experts) and the decode
-// layout (DecodeCache, made by the first of few tokens), as this machine's kernels and the
-// settings above make them. `glia plan` counts them.
+// layout (DecodeCache, made by the first product of any size for experts, of few tokens for
+// other weights), as this machine's kernels and the settings above make them. `glia plan`
+// counts them.
 uint64_t weight_copy_bytes(DType type, int64_t K, int64_t N, bool expert);
 // Whether products with K columns and T tokens of weights with kernels kk read a decode
 // layout when there is one.
 bool matmul_uses_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t T);
 // Whether a decode layout of such weights can be made (the type has one, K % 256 == 0).
 bool matmul_has_decode_layout(const simd::TypeKernels& kk, int64_t K);
+// Whether the experts of a stacked tensor of N-row matrices get one decode layout for the
+// whole stack: they do where the type has one and every expert starts a group (N a
+// multiple of Gemm::il_rows), so that an expert's part is found by its index;
+// GLIA_CPU_MOE_LAYOUT=0 keeps them on the file's layout (A/B).
+bool expert_decode_layout(const simd::TypeKernels& kk, int64_t K, int64_t N);
 
 // y[t * N + r] for r < N, t < T; weight rows `w_stride` bytes apart. With a cache the
 // packed path reuses panels packed earlier; without one it packs per call. With a decode
