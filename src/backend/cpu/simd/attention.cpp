@@ -306,6 +306,24 @@ GLIA_TARGET_AVX512 void fold_records_avx512(const AttnFold& f) {
     }
 }
 
+// A chunk's probability-weighted values for NJ queries (probabilities at s + c * 16 + jj)
+// and nv vectors of 16 outputs from i0, over the m widened value rows in cell order:
+// ak[jj][x] = sum_c p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per output from zero.
+template <int NJ>
+GLIA_TARGET_AVX512 inline void weighted_values(const float* kv, int hd_v, int i0, int nv, int m, const float* s,
+                                               __m512 (&ak)[4][4]) {
+    for (int jj = 0; jj < NJ; ++jj)
+        for (int x = 0; x < 4; ++x) ak[jj][x] = _mm512_setzero_ps();
+    for (int c = 0; c < m; ++c) {
+        const float* vr = kv + static_cast<size_t>(c) * hd_v + i0;
+        const float* pc = s + c * 16;
+        for (int x = 0; x < nv; ++x) {
+            const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
+            for (int jj = 0; jj < NJ; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
+        }
+    }
+}
+
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
     const int n_groups = (t.nq + 15) / 16, nq16 = n_groups * 16;
@@ -394,15 +412,13 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                 for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
                     const int nv = std::min(4, (t.hd_v - i0) / 16);
                     __m512 ak[4][4];
-                    for (int jj = 0; jj < 4; ++jj)
-                        for (int x = 0; x < 4; ++x) ak[jj][x] = _mm512_setzero_ps();
-                    for (int c = 0; c < m; ++c) {
-                        const float* vr = &kv[static_cast<size_t>(c) * t.hd_v + i0];
-                        const float* pc = s + c * 16;
-                        for (int x = 0; x < nv; ++x) {
-                            const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
-                            for (int jj = 0; jj < 4; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
-                        }
+                    // Only the nj live queries' sums (decode of a GQA group of 1-3 heads
+                    // computed 4 before): each is the same chain in cell order either way.
+                    switch (nj) {
+                        case 1: weighted_values<1>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
+                        case 2: weighted_values<2>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
+                        case 3: weighted_values<3>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
+                        default: weighted_values<4>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
                     }
                     for (int jj = 0; jj < nj; ++jj) {
                         const int j = j0 + jj;
