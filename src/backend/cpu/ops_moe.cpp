@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/page_out.h"
 #include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
+#include "core/page_out.h"
 #include "quant/quant.h"
 
 namespace glia::cpu {
