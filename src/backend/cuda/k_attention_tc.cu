@@ -4,8 +4,8 @@
 //   - the rows of a product are (token, query head) pairs; a warp holds 16 of them, the query
 //     heads of a GQA group side by side, so one K/V tile load serves the whole group;
 //   - a token's visible cells are walked in tiles of kTile cells at absolute positions
-//     (kTile * i), an online softmax over the tiles of each chunk of kChunk cells (also at
-//     absolute positions); a chunk's (max, sum, accumulator) is folded into the running
+//     (kTile * i), an online softmax over the tiles of each chunk of 2^chunk_shift cells
+//     (also at absolute positions: attn_chunk_shift, one size for every mode and step); a chunk's (max, sum, accumulator) is folded into the running
 //     result chunk by chunk, in order (fold_chunk). A tile or chunk that holds none of a
 //     row's cells changes nothing of that row.
 //   - Many-token steps (TILE mode): a block of kWarps warps takes consecutive tokens of the
@@ -26,8 +26,11 @@ namespace glia::cuda {
 namespace {
 
 constexpr int kTile = 64;    // cells per K/V tile: the online softmax's step
-constexpr int kChunk = 256;  // cells per chunk: the unit of the fold (and of SPLIT mode's parallelism)
-constexpr int kTilesPerChunk = kChunk / kTile;
+// Cells per chunk, the unit of the fold (and of SPLIT mode's parallelism): 2^kChunkShift,
+// or GLIA_CUDA_ATTN_CHUNK (64, 128, 256 or 512: A/B; a whole number of tiles).
+constexpr int kChunkShift = 8;
+constexpr int kTileShift = 6;
+static_assert(kTile == 1 << kTileShift, "tiles of 2^kTileShift cells");
 constexpr int kWarps = 4;          // TILE mode
 constexpr int kSplitMaxTokens = 128;  // steps of at most this many tokens use SPLIT mode (batched decode)
 constexpr float kLog2e = 1.4426950408889634f;
@@ -46,6 +49,7 @@ struct TcJob {
     float* out;
     float* part;  // SPLIT: [T][n_head][max_chunks][hd_v + 2] (max, sum, accumulator)
     int T, n_head, group, max_chunks;
+    int chunk_shift;  // cells per chunk: 2^chunk_shift (attn_chunk_shift)
 };
 
 __device__ __forceinline__ int lo_of(const AttnParams& ap, int p) { return ap.window > 0 ? max(0, p - ap.window + 1) : 0; }
@@ -185,14 +189,15 @@ __global__ void __launch_bounds__(W * 32, 1) attend_tc_kernel(TcJob J) {
         const int32_t* table = J.pages + int64_t(cur) * J.pages_row;
         const int bs_shift = __ffs(J.ap.block_size) - 1, bs_mask = J.ap.block_size - 1;  // a power of two
         const int tlo = clo / kTile, thi = chi / kTile;
-        const int c_first = clo / kChunk, c_last = chi / kChunk;
+        const int cs = J.chunk_shift, tiles_per_chunk = 1 << (cs - kTileShift);
+        const int c_first = clo >> cs, c_last = chi >> cs;
         const int c_step = SPLIT ? int(gridDim.x) : 1;
         Cursor first{c_first + (SPLIT ? int(blockIdx.x) : 0), 0};
-        first.tile = max(first.chunk * kTilesPerChunk, tlo);
+        first.tile = max(first.chunk * tiles_per_chunk, tlo);
         auto advance = [&](Cursor c) {
-            if (c.tile + 1 <= min(c.chunk * kTilesPerChunk + kTilesPerChunk - 1, thi)) return Cursor{c.chunk, c.tile + 1};
+            if (c.tile + 1 <= min(c.chunk * tiles_per_chunk + tiles_per_chunk - 1, thi)) return Cursor{c.chunk, c.tile + 1};
             const int nc = c.chunk + c_step;
-            return Cursor{nc, max(nc * kTilesPerChunk, tlo)};
+            return Cursor{nc, max(nc * tiles_per_chunk, tlo)};
         };
         // Stages a tile's K and V rows (zeros outside [clo, chi]: cells never written may hold
         // anything). A thread copies 16 bytes of rows r0, r0 + RS, ... of both caches; a page
@@ -407,7 +412,7 @@ __global__ void __launch_bounds__(W * 32, 1) attend_tc_kernel(TcJob J) {
 // token's first visible cell to its own.
 __device__ __forceinline__ int merge_chunks(const TcJob& J, int64_t job) {
     const int p = J.pos[int(job / J.n_head)];
-    return p / kChunk - lo_of(J.ap, p) / kChunk + 1;
+    return (p >> J.chunk_shift) - (lo_of(J.ap, p) >> J.chunk_shift) + 1;
 }
 
 // SPLIT mode's merge: a block per (token, head), a thread per value dim, folding the token's
@@ -559,7 +564,21 @@ int merge_piece() {
     return v;
 }
 
-int64_t max_chunks_of(const Tensor& kc) { return (kc.ne[1] + kChunk - 1) / kChunk + 1; }
+int attn_chunk_shift() {
+    static const int v = [] {
+        const char* e = std::getenv("GLIA_CUDA_ATTN_CHUNK");
+        const std::string s(e ? e : "");
+        for (int sh = kTileShift; sh <= 9; ++sh)
+            if (s == std::to_string(1 << sh)) return sh;
+        return kChunkShift;
+    }();
+    return v;
+}
+
+int64_t max_chunks_of(const Tensor& kc) {
+    const int64_t chunk = int64_t(1) << attn_chunk_shift();
+    return (kc.ne[1] + chunk - 1) / chunk + 1;
+}
 
 // SPLIT-mode tokens per launch, so that the chunks' partial results fit 256 MiB.
 int64_t split_tokens_per_launch(int64_t n_head, int64_t hd_v, int64_t max_chunks) {
@@ -622,6 +641,7 @@ void launch_attention_tc(const Node& n, cudaStream_t s, float* scratch) {
     J.part = scratch;
     J.T = int(T), J.n_head = int(n_head), J.group = group;
     J.max_chunks = int(max_chunks_of(kc));
+    J.chunk_shift = attn_chunk_shift();
     // SPLIT mode's four stages only while every block has a multiprocessor to itself: two
     // stages fit three one-warp blocks a multiprocessor, which is worth more once blocks queue
     // (H100, llama3-8b shape, past 32768: T=1 249 -> 124 us; bench/LOG.md 2026-12-06 session 19).
