@@ -188,8 +188,10 @@ __global__ void act_round_kernel(int kind, const char* x, int64_t nb1, int64_t n
     const int span = kind / per;  // lanes of one block: 32 either way
     for (int o2 = span / 2; o2 > 0; o2 >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o2));
     if (kind == 32) {
-        // Q8_0 / Q8_1: d = amax / 127 stored as f16, values rounded with 1 / d.
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        // Q8_0 / Q8_1 as the CPU's activation quantizer (quantize_act_q8_0): d = amax / 127
+        // stored as f16, values rounded to nearest even with 127 / amax (not 1 / d: the two
+        // differ in the last bit for some amax, which flipped a long prompt's argmax).
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const float dh = __half2float(__float2half_rn(d));
         o[i0] = float(__float2int_rn(v[0] * id)) * dh;
     } else {
