@@ -131,30 +131,14 @@ void tile_scalar(const AttnTile& t) {
 
 #ifdef GLIA_SIMD_X86
 using avx512::exp_ps;
-// Cache rows are scattered (paged, and 2 KiB or more apart within a page), which the
-// hardware prefetcher does not follow: fetch the rows a few cells ahead by hand.
-constexpr int kAhead = 6;
-inline void prefetch_head(const uint8_t* r, KvType t, size_t off, int n_values) {
-    const size_t last = t == KvType::Q8_0 ? kQ8_0Bytes : t == KvType::Q4_0 ? kQ4_0Bytes : 2;
-    const size_t b0 = kv_offset_bytes(t, off), b1 = kv_offset_bytes(t, off + n_values - 1) + last;
-    for (size_t b = b0; b < b1; b += 64) __builtin_prefetch(r + b, 0, 3);
-}
-
 // The tile kernel keeps 16 queries in the lanes of a vector: scores come out as one
 // vector per cell (no horizontal sums), the softmax runs down the cells with vertical
 // operations, and the weighted sum broadcasts each probability against f32 value rows.
-// Keys and values are widened to f32 a chunk of cells at a time, once for all queries.
+// Keys and values are widened to f32 a piece of cells at a time, once for all queries.
 
-// Widens n rows' head at `off`; with pf_values > 0 it also fetches the span [pf_off,
-// pf_off + pf_values) of the row kAhead cells on (up to `avail` rows exist from rows[0]):
-// the first head of a multi-head tile fetches every head's part of the rows, so the other
-// heads find them in cache.
-GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t off, int n, int hd, float* dst,
-                                   size_t pf_off, int pf_values, int avail) {
-    for (int c = 0; c < n; ++c) {
-        if (pf_values > 0 && c + kAhead < avail) prefetch_head(rows[c + kAhead], t, pf_off, pf_values);
-        kv_widen_avx512(t, rows[c], off, hd, dst + static_cast<size_t>(c) * hd);
-    }
+// Widens n rows' head at `off` (dst: n rows of hd values).
+GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t off, int n, int hd, float* dst) {
+    for (int c = 0; c < n; ++c) kv_widen_avx512(t, rows[c], off, hd, dst + static_cast<size_t>(c) * hd);
 }
 
 // Scores of a tile of at most 4 queries (decode: one token's query heads of a KV head),
@@ -306,14 +290,16 @@ GLIA_TARGET_AVX512 void fold_records_avx512(const AttnFold& f) {
     }
 }
 
-// A chunk's probability-weighted values for NJ queries (probabilities at s + c * 16 + jj)
-// and nv vectors of 16 outputs from i0, over the m widened value rows in cell order:
-// ak[jj][x] = sum_c p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per output from zero.
+// A piece of a chunk's probability-weighted values for NJ queries (probabilities at s + c *
+// 16 + jj) and nv vectors of 16 outputs from i0, over the m widened value rows in cell
+// order: a[jj * hd_v + i0 + 16 x ...] += p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per
+// output (zeroed at the chunk's start, carried from piece to piece through memory).
 template <int NJ>
 GLIA_TARGET_AVX512 inline void weighted_values(const float* kv, int hd_v, int i0, int nv, int m, const float* s,
-                                               __m512 (&ak)[4][4]) {
+                                               float* a) {
+    __m512 ak[4][4];
     for (int jj = 0; jj < NJ; ++jj)
-        for (int x = 0; x < 4; ++x) ak[jj][x] = _mm512_setzero_ps();
+        for (int x = 0; x < nv; ++x) ak[jj][x] = _mm512_loadu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x);
     for (int c = 0; c < m; ++c) {
         const float* vr = kv + static_cast<size_t>(c) * hd_v + i0;
         const float* pc = s + c * 16;
@@ -322,21 +308,66 @@ GLIA_TARGET_AVX512 inline void weighted_values(const float* kv, int hd_v, int i0
             for (int jj = 0; jj < NJ; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
         }
     }
+    for (int jj = 0; jj < NJ; ++jj)
+        for (int x = 0; x < nv; ++x) _mm512_storeu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x, ak[jj][x]);
+}
+
+// Lanes of the softmax, 16 to a group: a tile of few queries (decode: one token's GQA group
+// of 1-4 heads) packs several KV heads' queries into one group (head h, query j at group
+// h / hpg, lane (h % hpg) * nq + j), so the softmax and the folds run on live lanes only;
+// otherwise head h has groups h * n_groups.. (query j at group j / 16, lane j % 16). Every
+// lane's arithmetic is the same either way: the layout changes no bits.
+struct Lanes {
+    bool few;
+    int nq, n_groups, hpg, n_sgroups;
+    Lanes(int nq_, int nh) : few(nq_ <= 4), nq(nq_), n_groups((nq_ + 15) / 16), hpg(few ? 16 / nq_ : 1) {
+        n_sgroups = few ? (nh + hpg - 1) / hpg : nh * n_groups;
+    }
+    size_t of(int h, int j) const {
+        return few ? static_cast<size_t>(h / hpg) * 16 + (h % hpg) * nq + j
+                   : (static_cast<size_t>(h) * n_groups + j / 16) * 16 + j % 16;
+    }
+    size_t lanes() const { return static_cast<size_t>(n_sgroups) * 16; }
+};
+
+// Lane L's score of cell c in the chunk's score buffer ([group][cell][lane]).
+inline size_t score_at(size_t lane, int c) {
+    return (lane / 16) * kAttnChunk * 16 + static_cast<size_t>(c) * 16 + lane % 16;
+}
+
+// Cells are widened a piece at a time, every head of the call in turn: a head's piece in f32
+// (8 KiB at head size 128) stays in the L1 cache for the kernel that reads it, and the
+// piece's rows (one page of the cache) are read from memory once, whole, for all heads.
+constexpr int kPiece = 16;
+
+// Reads the rows' spans [off, off + n_values) in order, just before the kernel uses them:
+// sequential reads of a page's rows start the hardware's stream prefetcher, which keeps far
+// more of the page in flight than software prefetches (measured: bench/LOG.md).
+inline void touch_span(const uint8_t* const* rows, KvType t, size_t off, int n_values, int n) {
+    const size_t last = t == KvType::Q8_0 ? kQ8_0Bytes : t == KvType::Q4_0 ? kQ4_0Bytes : 2;
+    const size_t b0 = kv_offset_bytes(t, off), b1 = kv_offset_bytes(t, off + n_values - 1) + last;
+    uint8_t x = 0;
+    for (int c = 0; c < n; ++c)
+        for (size_t b = b0; b < b1; b = (b | 63) + 1) x |= rows[c][b];  // a byte of each line of the span
+    asm volatile("" : : "r"(x));
 }
 
 GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     if (t.hd % 16 || t.hd_v % 16) return tile_scalar(t);
-    const int n_groups = (t.nq + 15) / 16, nq16 = n_groups * 16;
+    const Lanes ln(t.nq, t.nh);
+    const int n_groups = ln.n_groups;
+    const bool few = ln.few;
     const size_t q_blk = static_cast<size_t>(n_groups) * t.hd * 16;  // one head's transposed queries
-    thread_local std::vector<float> qt, q4, sc, kv, run_m, run_l, acc, fx, fy;
+    thread_local std::vector<float> qt, q4, sc, sc1, kv, run_m, run_l, acc, ak, fx, fy;
     qt.assign(t.nh * q_blk, 0.0f);
-    sc.resize(static_cast<size_t>(n_groups) * kAttnChunk * 16);
-    kv.resize(static_cast<size_t>(kAttnChunk) * std::max(t.hd, t.hd_v));
-    run_m.assign(static_cast<size_t>(t.nh) * nq16, -std::numeric_limits<float>::infinity());
-    run_l.assign(static_cast<size_t>(t.nh) * nq16, 0.0f);
+    sc.resize(static_cast<size_t>(ln.n_sgroups) * kAttnChunk * 16);
+    kv.resize(static_cast<size_t>(kPiece) * std::max(t.hd, t.hd_v));
+    run_m.assign(ln.lanes(), -std::numeric_limits<float>::infinity());
+    run_l.assign(ln.lanes(), 0.0f);
     acc.assign(static_cast<size_t>(t.nh) * t.nq * t.hd_v, 0.0f);
-    fx.resize(nq16);
-    fy.resize(nq16);
+    ak.resize(static_cast<size_t>(t.nh) * t.nq * t.hd_v);
+    fx.resize(ln.lanes());
+    fy.resize(ln.lanes());
     // Queries transposed: qt[h][g][d][lane].
     for (int h = 0; h < t.nh; ++h)
         for (int j = 0; j < t.nq; ++j)
@@ -344,9 +375,10 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                 qt[h * q_blk + (static_cast<size_t>(j / 16) * t.hd + d) * 16 + j % 16] =
                     t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
     const __m512 vscale = _mm512_set1_ps(t.softcap > 0.0f ? 1.0f : t.scale);
-    // Few queries (decode): each query repeated over 4 lanes, for scores_few_queries.
-    const bool few = t.nq <= 4;
+    // Few queries (decode): each query repeated over 4 lanes, for scores_few_queries; a
+    // head's scores go to sc1 first, then to their packed lanes.
     if (few) {
+        sc1.resize(static_cast<size_t>(kPiece) * 16);
         q4.assign(static_cast<size_t>(t.nh) * t.hd * 16, 0.0f);
         for (int h = 0; h < t.nh; ++h)
             for (int j = 0; j < t.nq; ++j)
@@ -355,87 +387,108 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
                         q4[(static_cast<size_t>(h) * t.hd + d) * 16 + j * 4 + i] =
                             t.q[h * t.q_head_stride + static_cast<size_t>(j) * t.hd + d];
     }
-    // Lane ranges of each group of 16 queries.
+    // Each lane's range of cells (lanes without a query see none).
     thread_local std::vector<int32_t> lanes_lo, lanes_hi;
-    lanes_lo.assign(nq16, 0);
-    lanes_hi.assign(nq16, 0);
-    std::copy(t.lo, t.lo + t.nq, lanes_lo.begin());
-    std::copy(t.hi, t.hi + t.nq, lanes_hi.begin());
+    lanes_lo.assign(ln.lanes(), 0);
+    lanes_hi.assign(ln.lanes(), 0);
+    for (int h = 0; h < t.nh; ++h)
+        for (int j = 0; j < t.nq; ++j) {
+            lanes_lo[ln.of(h, j)] = t.lo[j];
+            lanes_hi[ln.of(h, j)] = t.hi[j];
+        }
     const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
 
-    // Chunks of absolute positions; every head of the call before the next chunk, so each
-    // chunk's rows are fetched from memory once (by the first head) for all heads.
+    // Chunks of absolute positions. In each: every head's scores, the softmax of all lanes,
+    // every head's weighted values; cells a piece at a time, every head per piece, the next
+    // piece's rows (keys, then values, then the next chunk's keys) fetched meanwhile.
     const size_t rs = attn_record(t.hd_v);
     for (int c0 = 0, chunk = 0; c0 < t.n;) {
         const int c1 = std::min(t.n, chunk_end(t.pos0, c0)), m = c1 - c0;
-        for (int h = 0; h < t.nh; ++h) {
-            widen_rows(t.k + c0, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, m, t.hd, kv.data(), t.k_off,
-                       h == 0 ? t.nh * t.hd : 0, t.n - c0);
-            chunk_scores(kv.data(), m, t.hd, n_groups, &qt[h * q_blk], few ? &q4[static_cast<size_t>(h) * t.hd * 16] : nullptr,
-                         vscale, sc.data());
-            // The chunk's softmax per lane (its own cells only), and the fold factors:
-            // x for the state so far, y for this chunk; lanes without cells here keep theirs.
-            for (int g = 0; g < n_groups; ++g) {
-                float* s = &sc[static_cast<size_t>(g) * kAttnChunk * 16];
-                if (t.softcap > 0.0f)
-                    for (size_t i = 0; i < static_cast<size_t>(m) * 16; ++i)
-                        s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
-                const __m512i vlo = _mm512_loadu_si512(&lanes_lo[g * 16]), vhi = _mm512_loadu_si512(&lanes_hi[g * 16]);
-                auto valid = [&](int c) GLIA_TARGET_AVX512 {
-                    const __m512i vc = _mm512_set1_epi32(c0 + c);
-                    return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
-                };
-                __m512 mk = ninf;
-                for (int c = 0; c < m; ++c) mk = _mm512_mask_max_ps(mk, valid(c), mk, _mm512_loadu_ps(s + c * 16));
-                __m512 lk = _mm512_setzero_ps();
-                for (int c = 0; c < m; ++c) {
-                    const __m512 e = _mm512_maskz_mov_ps(valid(c), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mk)));
-                    lk = _mm512_add_ps(lk, e);
-                    _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(e));
-                }
-                if (t.partial) {  // the chunk's maximum and sum, as they are
-                    _mm512_storeu_ps(&fx[g * 16], mk);
-                    _mm512_storeu_ps(&fy[g * 16], lk);
+        for (int p = 0; p < m; p += kPiece) {
+            const int pm = std::min(kPiece, m - p);
+            touch_span(t.k + c0 + p, t.k_type, t.k_off, t.nh * t.hd, pm);
+            for (int h = 0; h < t.nh; ++h) {
+                widen_rows(t.k + c0 + p, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, pm, t.hd, kv.data());
+                if (!few) {
+                    chunk_scores(kv.data(), pm, t.hd, n_groups, &qt[h * q_blk], nullptr, vscale,
+                                 &sc[score_at(ln.of(h, 0), p)]);
                     continue;
                 }
-                fold_lanes(&run_m[static_cast<size_t>(h) * nq16 + g * 16], &run_l[static_cast<size_t>(h) * nq16 + g * 16],
-                           mk, lk, &fx[g * 16], &fy[g * 16]);
+                chunk_scores(kv.data(), pm, t.hd, 1, &qt[h * q_blk], &q4[static_cast<size_t>(h) * t.hd * 16], vscale,
+                             sc1.data());
+                float* dst = &sc[score_at(ln.of(h, 0), p)];
+                for (int c = 0; c < pm; ++c)
+                    std::copy(&sc1[static_cast<size_t>(c) * 16], &sc1[static_cast<size_t>(c) * 16] + t.nq, dst + c * 16);
             }
-            // The chunk's weighted values: 4 queries x 64 outputs in registers, folded into
-            // the running sums (a lane without cells here has x = 1, y = 0: unchanged).
-            widen_rows(t.v + c0, t.v_type, t.v_off + static_cast<size_t>(h) * t.hd_v, m, t.hd_v, kv.data(), t.v_off,
-                       h == 0 ? t.nh * t.hd_v : 0, t.n - c0);
-            float* a_h = &acc[static_cast<size_t>(h) * t.nq * t.hd_v];
-            for (int j0 = 0; j0 < t.nq; j0 += 4) {
-                const int nj = std::min(4, t.nq - j0);
-                const float* s = &sc[static_cast<size_t>(j0 / 16) * kAttnChunk * 16 + j0 % 16];
-                for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
-                    const int nv = std::min(4, (t.hd_v - i0) / 16);
-                    __m512 ak[4][4];
-                    // Only the nj live queries' sums (decode of a GQA group of 1-3 heads
-                    // computed 4 before): each is the same chain in cell order either way.
-                    switch (nj) {
-                        case 1: weighted_values<1>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
-                        case 2: weighted_values<2>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
-                        case 3: weighted_values<3>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
-                        default: weighted_values<4>(kv.data(), t.hd_v, i0, nv, m, s, ak); break;
-                    }
-                    for (int jj = 0; jj < nj; ++jj) {
-                        const int j = j0 + jj;
-                        if (t.partial) {  // the record: m_k, l_k, the weighted values
-                            float* r = t.partial + h * t.partial_head_stride + (static_cast<size_t>(chunk) * t.nq + j) * rs;
-                            r[0] = fx[j];
-                            r[1] = fy[j];
-                            for (int v = 0; v < nv; ++v) _mm512_storeu_ps(r + 2 + i0 + 16 * v, ak[jj][v]);
-                            continue;
+        }
+        // The chunk's softmax per lane (its own cells only), and the fold factors: x for
+        // the state so far, y for this chunk; lanes without cells here keep theirs.
+        for (int g = 0; g < ln.n_sgroups; ++g) {
+            float* s = &sc[static_cast<size_t>(g) * kAttnChunk * 16];
+            if (t.softcap > 0.0f)
+                for (size_t i = 0; i < static_cast<size_t>(m) * 16; ++i)
+                    s[i] = std::tanh(s[i] * t.scale * (1.0f / t.softcap)) * t.softcap;
+            const __m512i vlo = _mm512_loadu_si512(&lanes_lo[g * 16]), vhi = _mm512_loadu_si512(&lanes_hi[g * 16]);
+            auto valid = [&](int c) GLIA_TARGET_AVX512 {
+                const __m512i vc = _mm512_set1_epi32(c0 + c);
+                return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(vc, vlo) & _mm512_cmplt_epi32_mask(vc, vhi));
+            };
+            __m512 mk = ninf;
+            for (int c = 0; c < m; ++c) mk = _mm512_mask_max_ps(mk, valid(c), mk, _mm512_loadu_ps(s + c * 16));
+            __m512 lk = _mm512_setzero_ps();
+            for (int c = 0; c < m; ++c) {
+                const __m512 e = _mm512_maskz_mov_ps(valid(c), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + c * 16), mk)));
+                lk = _mm512_add_ps(lk, e);
+                _mm512_storeu_ps(s + c * 16, avx512::round_f16_ps(e));
+            }
+            if (t.partial) {  // the chunk's maximum and sum, as they are
+                _mm512_storeu_ps(&fx[g * 16], mk);
+                _mm512_storeu_ps(&fy[g * 16], lk);
+                continue;
+            }
+            fold_lanes(&run_m[g * 16], &run_l[g * 16], mk, lk, &fx[g * 16], &fy[g * 16]);
+        }
+        // The chunk's weighted values (ak: query j of head h at (h * nq + j) * hd_v), 4
+        // queries x 64 outputs in registers per piece.
+        std::fill(ak.begin(), ak.end(), 0.0f);
+        for (int p = 0; p < m; p += kPiece) {
+            const int pm = std::min(kPiece, m - p);
+            touch_span(t.v + c0 + p, t.v_type, t.v_off, t.nh * t.hd_v, pm);
+            for (int h = 0; h < t.nh; ++h) {
+                widen_rows(t.v + c0 + p, t.v_type, t.v_off + static_cast<size_t>(h) * t.hd_v, pm, t.hd_v, kv.data());
+                for (int j0 = 0; j0 < t.nq; j0 += 4) {
+                    const int nj = std::min(4, t.nq - j0);
+                    const float* s = &sc[score_at(ln.of(h, j0), p)];  // lanes of one group: queries j0..
+                    float* a = &ak[(static_cast<size_t>(h) * t.nq + j0) * t.hd_v];
+                    for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
+                        const int nv = std::min(4, (t.hd_v - i0) / 16);
+                        switch (nj) {  // only the live queries' sums
+                            case 1: weighted_values<1>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
+                            case 2: weighted_values<2>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
+                            case 3: weighted_values<3>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
+                            default: weighted_values<4>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
                         }
-                        if (fy[j] == 0.0f && fx[j] == 1.0f) continue;
-                        for (int v = 0; v < nv; ++v)
-                            fold_values(a_h + static_cast<size_t>(j) * t.hd_v + i0 + 16 * v, ak[jj][v], fx[j], fy[j]);
                     }
                 }
             }
         }
+        // Folded into the running sums (a lane without cells here has x = 1, y = 0:
+        // unchanged), or left as the chunk's records.
+        for (int h = 0; h < t.nh; ++h)
+            for (int j = 0; j < t.nq; ++j) {
+                const size_t l = ln.of(h, j);
+                const float* a = &ak[(static_cast<size_t>(h) * t.nq + j) * t.hd_v];
+                if (t.partial) {  // the record: m_k, l_k, the weighted values
+                    float* r = t.partial + h * t.partial_head_stride + (static_cast<size_t>(chunk) * t.nq + j) * rs;
+                    r[0] = fx[l];
+                    r[1] = fy[l];
+                    std::copy(a, a + t.hd_v, r + 2);
+                    continue;
+                }
+                if (fy[l] == 0.0f && fx[l] == 1.0f) continue;
+                float* a_h = &acc[(static_cast<size_t>(h) * t.nq + j) * t.hd_v];
+                for (int i = 0; i < t.hd_v; i += 16) fold_values(a_h + i, _mm512_loadu_ps(a + i), fx[l], fy[l]);
+            }
         c0 = c1;
         ++chunk;
     }
@@ -444,7 +497,7 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     // out = acc / l.
     for (int h = 0; h < t.nh; ++h)
         for (int j = 0; j < t.nq; ++j) {
-            const __m512 l = _mm512_set1_ps(run_l[static_cast<size_t>(h) * nq16 + j]);
+            const __m512 l = _mm512_set1_ps(run_l[ln.of(h, j)]);
             const float* a = &acc[(static_cast<size_t>(h) * t.nq + j) * t.hd_v];
             float* o = t.out + h * t.out_head_stride + j * t.out_stride;
             for (int i = 0; i < t.hd_v; i += 16) _mm512_storeu_ps(o + i, _mm512_div_ps(_mm512_loadu_ps(a + i), l));
