@@ -47,7 +47,10 @@ Dispatcher::Dispatcher(std::vector<Backend*> backends, TensorDeviceFn tensor_dev
         fail("dispatcher: the first backend must be the CPU");
     arenas_.resize(backends_.size());
     if (const char* e = std::getenv("GLIA_DEBUG_LAYERS"); e && *e && *e != '0') debug_ = stderr;
-    if (const char* e = std::getenv("GLIA_PROFILE"); e && *e && *e != '0') profile_ = true;
+    if (const char* e = std::getenv("GLIA_PROFILE"); e && *e && *e != '0') {
+        profile_ = true;
+        profile_weights_ = *e == '2';  // GLIA_PROFILE=2: an op's rows split by its weight's type and shape
+    }
 }
 
 Dispatcher::~Dispatcher() {
@@ -278,7 +281,16 @@ struct ProfileTimer : NodeTimer {
     Dispatcher& d;
     explicit ProfileTimer(Dispatcher& dd) : d(dd) {}
     void record(const Node& n, double seconds) override {
-        auto& s = d.stats_[op_name(n.op)];
+        std::string key = op_name(n.op);
+        if (d.profile_weights_)
+            for (int i = 0; i < n.n_src(); ++i)
+                if (n.src[i] && is_weight(n.src[i])) {
+                    const Tensor& w = *n.src[i];
+                    key += " " + std::string(dtype_name(w.type)) + " " + std::to_string(w.ne[0]) + "x" +
+                           std::to_string(w.ne[1]) + (w.ne[2] > 1 ? "x" + std::to_string(w.ne[2]) : "");
+                    break;
+                }
+        auto& s = d.stats_[key];
         s.seconds += seconds;
         ++s.calls;
     }
@@ -347,9 +359,10 @@ std::string Dispatcher::describe(const DispatchPlan& plan) const {
 void Dispatcher::print_profile(FILE* out) const {
     double total = 0;
     for (const auto& [k, s] : stats_) total += s.seconds;
-    std::fprintf(out, "%-12s %8s %10s %6s\n", "op", "calls", "ms", "%");
+    const int w = profile_weights_ ? 36 : 12;
+    std::fprintf(out, "%-*s %8s %10s %6s\n", w, "op", "calls", "ms", "%");
     for (const auto& [k, s] : stats_)
-        std::fprintf(out, "%-12s %8ld %10.2f %6.1f\n", k.c_str(), s.calls, s.seconds * 1e3,
+        std::fprintf(out, "%-*s %8ld %10.2f %6.1f\n", w, k.c_str(), s.calls, s.seconds * 1e3,
                      total > 0 ? 100 * s.seconds / total : 0.0);
 }
 

@@ -91,6 +91,7 @@ private:
     std::vector<Arena> arenas_;
     FILE* debug_ = nullptr;
     bool profile_ = false;
+    bool profile_weights_ = false;
     struct Stat { double seconds = 0; long calls = 0; };
     std::map<std::string, Stat> stats_;
     friend struct ProfileTimer;
