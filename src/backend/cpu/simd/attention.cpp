@@ -141,14 +141,33 @@ GLIA_TARGET_AVX512 void widen_rows(const uint8_t* const* rows, KvType t, size_t 
     for (int c = 0; c < n; ++c) kv_widen_avx512(t, rows[c], off, hd, dst + static_cast<size_t>(c) * hd);
 }
 
+// Where the kernels read cell c's values d.. (16 at a time): rows widened to f32 beforehand
+// (kv, rows of hd values), or F16 cache rows converted as they are read (the same f32
+// values, without the pass that widens them).
+struct WidenedRows {
+    const float* kv;
+    int hd;
+    GLIA_TARGET_AVX512 __m512 load(int c, int d) const {
+        return _mm512_loadu_ps(kv + static_cast<size_t>(c) * hd + d);
+    }
+};
+struct F16Rows {
+    const uint8_t* const* rows;
+    size_t off;  // the head's first value
+    GLIA_TARGET_AVX512 __m512 load(int c, int d) const {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[c] + 2 * (off + d))));
+    }
+};
+
 // Scores of a tile of at most 4 queries (decode: one token's query heads of a KV head),
 // 4 cells at a time: lane j * 4 + i holds query j against cell i, so a vector does 16 useful
 // products where the query-lane layout (one lane per query) would do nq. Every lane runs
 // the same chain as there, fma(k[d], q[d], acc) for d = 0, 1, ... from 0, so the bits are
-// those of the query-lane kernel. kv holds m widened rows of hd values (hd % 16 == 0);
+// those of the query-lane kernel. rows: m rows of hd values (hd % 16 == 0);
 // q4[d * 16 + j * 4 + i] = q_j[d]; scores go to s[c * 16 + j] (lanes j >= 4 untouched).
-// Returns the cells done (a multiple of 4); the caller does the rest the usual way.
-GLIA_TARGET_AVX512 int scores_few_queries(const float* kv, int m, int hd, const float* q4, __m512 vscale, float* s) {
+// Returns the cells done (a multiple of 16); the caller does the rest the usual way.
+template <class Rows>
+GLIA_TARGET_AVX512 int scores_few_queries(const Rows& rows, int m, int hd, const float* q4, __m512 vscale, float* s) {
     thread_local std::vector<float> kt;  // 4 cells' rows, 4 x 4 blocks transposed
     kt.resize(static_cast<size_t>(hd) * 16);
     const __m512i to_cells = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -158,9 +177,9 @@ GLIA_TARGET_AVX512 int scores_few_queries(const float* kv, int m, int hd, const 
         // kt[b][blk][r][L][i] (unpack / shuffle within 128-bit lanes).
         for (int b = 0; b < 4; ++b)
             for (int blk = 0; blk < hd / 16; ++blk) {
-                const float* r = kv + static_cast<size_t>(c + 4 * b) * hd + blk * 16;
-                const __m512 r0 = _mm512_loadu_ps(r), r1 = _mm512_loadu_ps(r + hd), r2 = _mm512_loadu_ps(r + 2 * hd),
-                             r3 = _mm512_loadu_ps(r + 3 * hd);
+                const int r = c + 4 * b;
+                const __m512 r0 = rows.load(r, blk * 16), r1 = rows.load(r + 1, blk * 16),
+                             r2 = rows.load(r + 2, blk * 16), r3 = rows.load(r + 3, blk * 16);
                 const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
                 const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
                 float* o = &kt[(static_cast<size_t>(b) * hd + blk * 16) * 4];
@@ -192,35 +211,41 @@ GLIA_TARGET_AVX512 int scores_few_queries(const float* kv, int m, int hd, const 
     return c;
 }
 
-// Scores of one head's queries against the m widened key rows of a chunk: s[g][c][lane]
+// Scores of cells [c, m) for one group of 16 queries (q: transposed, q[d * 16 + lane]) from
+// the widened key rows kv: s[c * 16 + lane], scaled (soft-capped later).
+GLIA_TARGET_AVX512 void scores_query_lanes(const float* kv, int c, int m, int hd, const float* q, __m512 vscale,
+                                           float* s) {
+    for (; c + 4 <= m; c += 4) {
+        const float* k0 = kv + static_cast<size_t>(c) * hd;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; ++d) {
+            const __m512 qd = _mm512_loadu_ps(q + d * 16);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[hd + d]), qd, a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * hd + d]), qd, a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * hd + d]), qd, a3);
+        }
+        _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
+        _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
+        _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
+        _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
+    }
+    for (; c < m; ++c) {
+        const float* k0 = kv + static_cast<size_t>(c) * hd;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int d = 0; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
+        _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
+    }
+}
+
+// Scores of one head's queries against the m widened key rows of a piece: s[g][c][lane]
 // (group g of 16 queries at s + g * kAttnChunk * 16), scaled (soft-capped later).
 GLIA_TARGET_AVX512 void chunk_scores(const float* kv, int m, int hd, int n_groups, const float* qt, const float* q4,
                                      __m512 vscale, float* sc) {
     for (int g = 0; g < n_groups; ++g) {
-        const float* q = qt + static_cast<size_t>(g) * hd * 16;
         float* s = sc + static_cast<size_t>(g) * kAttnChunk * 16;
-        int c = q4 ? scores_few_queries(kv, m, hd, q4, vscale, s) : 0;
-        for (; c + 4 <= m; c += 4) {
-            const float* k0 = kv + static_cast<size_t>(c) * hd;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < hd; ++d) {
-                const __m512 qd = _mm512_loadu_ps(q + d * 16);
-                a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), qd, a0);
-                a1 = _mm512_fmadd_ps(_mm512_set1_ps(k0[hd + d]), qd, a1);
-                a2 = _mm512_fmadd_ps(_mm512_set1_ps(k0[2 * hd + d]), qd, a2);
-                a3 = _mm512_fmadd_ps(_mm512_set1_ps(k0[3 * hd + d]), qd, a3);
-            }
-            _mm512_storeu_ps(s + (c + 0) * 16, _mm512_mul_ps(a0, vscale));
-            _mm512_storeu_ps(s + (c + 1) * 16, _mm512_mul_ps(a1, vscale));
-            _mm512_storeu_ps(s + (c + 2) * 16, _mm512_mul_ps(a2, vscale));
-            _mm512_storeu_ps(s + (c + 3) * 16, _mm512_mul_ps(a3, vscale));
-        }
-        for (; c < m; ++c) {
-            const float* k0 = kv + static_cast<size_t>(c) * hd;
-            __m512 a0 = _mm512_setzero_ps();
-            for (int d = 0; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[d]), _mm512_loadu_ps(q + d * 16), a0);
-            _mm512_storeu_ps(s + c * 16, _mm512_mul_ps(a0, vscale));
-        }
+        const int c = q4 ? scores_few_queries(WidenedRows{kv, hd}, m, hd, q4, vscale, s) : 0;
+        scores_query_lanes(kv, c, m, hd, qt + static_cast<size_t>(g) * hd * 16, vscale, s);
     }
 }
 
@@ -291,25 +316,37 @@ GLIA_TARGET_AVX512 void fold_records_avx512(const AttnFold& f) {
 }
 
 // A piece of a chunk's probability-weighted values for NJ queries (probabilities at s + c *
-// 16 + jj) and nv vectors of 16 outputs from i0, over the m widened value rows in cell
-// order: a[jj * hd_v + i0 + 16 x ...] += p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per
-// output (zeroed at the chunk's start, carried from piece to piece through memory).
-template <int NJ>
-GLIA_TARGET_AVX512 inline void weighted_values(const float* kv, int hd_v, int i0, int nv, int m, const float* s,
+// 16 + jj) and nv vectors of 16 outputs from i0, over the m value rows in cell order:
+// a[jj * hd_v + i0 + 16 x ...] += p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per output
+// (zeroed at the chunk's start, carried from piece to piece through memory).
+template <int NJ, class Rows>
+GLIA_TARGET_AVX512 inline void weighted_values(const Rows& rows, int hd_v, int i0, int nv, int m, const float* s,
                                                float* a) {
     __m512 ak[4][4];
     for (int jj = 0; jj < NJ; ++jj)
         for (int x = 0; x < nv; ++x) ak[jj][x] = _mm512_loadu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x);
     for (int c = 0; c < m; ++c) {
-        const float* vr = kv + static_cast<size_t>(c) * hd_v + i0;
         const float* pc = s + c * 16;
         for (int x = 0; x < nv; ++x) {
-            const __m512 vx = _mm512_loadu_ps(vr + 16 * x);
+            const __m512 vx = rows.load(c, i0 + 16 * x);
             for (int jj = 0; jj < NJ; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
         }
     }
     for (int jj = 0; jj < NJ; ++jj)
         for (int x = 0; x < nv; ++x) _mm512_storeu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x, ak[jj][x]);
+}
+
+// weighted_values for nj = 1..4 live queries (only their sums: decode of a GQA group of
+// 1-3 heads computes no dead lanes; each is the same chain in cell order either way).
+template <class Rows>
+GLIA_TARGET_AVX512 inline void values_of(const Rows& rows, int nj, int hd_v, int i0, int nv, int m, const float* s,
+                                         float* a) {
+    switch (nj) {
+        case 1: return weighted_values<1>(rows, hd_v, i0, nv, m, s, a);
+        case 2: return weighted_values<2>(rows, hd_v, i0, nv, m, s, a);
+        case 3: return weighted_values<3>(rows, hd_v, i0, nv, m, s, a);
+        default: return weighted_values<4>(rows, hd_v, i0, nv, m, s, a);
+    }
 }
 
 // Lanes of the softmax, 16 to a group: a tile of few queries (decode: one token's GQA group
@@ -397,6 +434,9 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
             lanes_hi[ln.of(h, j)] = t.hi[j];
         }
     const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    // Decode tiles read F16 rows directly (a prompt tile's values are read by several groups
+    // of 4 queries: widened once).
+    const bool direct_k = few && t.k_type == KvType::F16, direct_v = t.nq <= 4 && t.v_type == KvType::F16;
 
     // Chunks of absolute positions. In each: every head's scores, the softmax of all lanes,
     // every head's weighted values; cells a piece at a time, every head per piece, the next
@@ -408,14 +448,23 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
             const int pm = std::min(kPiece, m - p);
             touch_span(t.k + c0 + p, t.k_type, t.k_off, t.nh * t.hd, pm);
             for (int h = 0; h < t.nh; ++h) {
-                widen_rows(t.k + c0 + p, t.k_type, t.k_off + static_cast<size_t>(h) * t.hd, pm, t.hd, kv.data());
+                const size_t k_off = t.k_off + static_cast<size_t>(h) * t.hd;
+                if (direct_k) {  // F16 rows read as they are; the cells after the last 16 widened
+                    const int c = scores_few_queries(F16Rows{t.k + c0 + p, k_off}, pm, t.hd,
+                                                     &q4[static_cast<size_t>(h) * t.hd * 16], vscale, sc1.data());
+                    widen_rows(t.k + c0 + p + c, t.k_type, k_off, pm - c, t.hd, kv.data() + static_cast<size_t>(c) * t.hd);
+                    scores_query_lanes(kv.data(), c, pm, t.hd, &qt[h * q_blk], vscale, sc1.data());
+                } else {
+                    widen_rows(t.k + c0 + p, t.k_type, k_off, pm, t.hd, kv.data());
+                }
                 if (!few) {
                     chunk_scores(kv.data(), pm, t.hd, n_groups, &qt[h * q_blk], nullptr, vscale,
                                  &sc[score_at(ln.of(h, 0), p)]);
                     continue;
                 }
-                chunk_scores(kv.data(), pm, t.hd, 1, &qt[h * q_blk], &q4[static_cast<size_t>(h) * t.hd * 16], vscale,
-                             sc1.data());
+                if (!direct_k)
+                    chunk_scores(kv.data(), pm, t.hd, 1, &qt[h * q_blk], &q4[static_cast<size_t>(h) * t.hd * 16], vscale,
+                                 sc1.data());
                 float* dst = &sc[score_at(ln.of(h, 0), p)];
                 for (int c = 0; c < pm; ++c)
                     std::copy(&sc1[static_cast<size_t>(c) * 16], &sc1[static_cast<size_t>(c) * 16] + t.nq, dst + c * 16);
@@ -455,19 +504,18 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
             const int pm = std::min(kPiece, m - p);
             touch_span(t.v + c0 + p, t.v_type, t.v_off, t.nh * t.hd_v, pm);
             for (int h = 0; h < t.nh; ++h) {
-                widen_rows(t.v + c0 + p, t.v_type, t.v_off + static_cast<size_t>(h) * t.hd_v, pm, t.hd_v, kv.data());
+                const size_t v_off = t.v_off + static_cast<size_t>(h) * t.hd_v;
+                if (!direct_v) widen_rows(t.v + c0 + p, t.v_type, v_off, pm, t.hd_v, kv.data());
                 for (int j0 = 0; j0 < t.nq; j0 += 4) {
                     const int nj = std::min(4, t.nq - j0);
                     const float* s = &sc[score_at(ln.of(h, j0), p)];  // lanes of one group: queries j0..
                     float* a = &ak[(static_cast<size_t>(h) * t.nq + j0) * t.hd_v];
                     for (int i0 = 0; i0 < t.hd_v; i0 += 64) {
                         const int nv = std::min(4, (t.hd_v - i0) / 16);
-                        switch (nj) {  // only the live queries' sums
-                            case 1: weighted_values<1>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
-                            case 2: weighted_values<2>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
-                            case 3: weighted_values<3>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
-                            default: weighted_values<4>(kv.data(), t.hd_v, i0, nv, pm, s, a); break;
-                        }
+                        if (direct_v)
+                            values_of(F16Rows{t.v + c0 + p, v_off}, nj, t.hd_v, i0, nv, pm, s, a);
+                        else
+                            values_of(WidenedRows{kv.data(), t.hd_v}, nj, t.hd_v, i0, nv, pm, s, a);
                     }
                 }
             }
