@@ -316,24 +316,35 @@ GLIA_TARGET_AVX512 void fold_records_avx512(const AttnFold& f) {
 }
 
 // A piece of a chunk's probability-weighted values for NJ queries (probabilities at s + c *
-// 16 + jj) and nv vectors of 16 outputs from i0, over the m value rows in cell order:
+// 16 + jj) and NV vectors of 16 outputs from i0, over the m value rows in cell order:
 // a[jj * hd_v + i0 + 16 x ...] += p[c][jj] * v[c][i0 + 16 x ...], one FMA chain per output
-// (zeroed at the chunk's start, carried from piece to piece through memory).
-template <int NJ, class Rows>
-GLIA_TARGET_AVX512 inline void weighted_values(const Rows& rows, int hd_v, int i0, int nv, int m, const float* s,
-                                               float* a) {
-    __m512 ak[4][4];
+// (zeroed at the chunk's start, carried from piece to piece through memory). NJ and NV are
+// constants so that the NJ x NV sums stay in registers.
+template <int NJ, int NV, class Rows>
+GLIA_TARGET_AVX512 inline void weighted_values(const Rows& rows, int hd_v, int i0, int m, const float* s, float* a) {
+    __m512 ak[NJ][NV];
     for (int jj = 0; jj < NJ; ++jj)
-        for (int x = 0; x < nv; ++x) ak[jj][x] = _mm512_loadu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x);
+        for (int x = 0; x < NV; ++x) ak[jj][x] = _mm512_loadu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x);
     for (int c = 0; c < m; ++c) {
         const float* pc = s + c * 16;
-        for (int x = 0; x < nv; ++x) {
+        for (int x = 0; x < NV; ++x) {
             const __m512 vx = rows.load(c, i0 + 16 * x);
             for (int jj = 0; jj < NJ; ++jj) ak[jj][x] = _mm512_fmadd_ps(_mm512_set1_ps(pc[jj]), vx, ak[jj][x]);
         }
     }
     for (int jj = 0; jj < NJ; ++jj)
-        for (int x = 0; x < nv; ++x) _mm512_storeu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x, ak[jj][x]);
+        for (int x = 0; x < NV; ++x) _mm512_storeu_ps(a + static_cast<size_t>(jj) * hd_v + i0 + 16 * x, ak[jj][x]);
+}
+
+template <int NJ, class Rows>
+GLIA_TARGET_AVX512 inline void weighted_values_nv(const Rows& rows, int hd_v, int i0, int nv, int m, const float* s,
+                                                  float* a) {
+    switch (nv) {
+        case 1: return weighted_values<NJ, 1>(rows, hd_v, i0, m, s, a);
+        case 2: return weighted_values<NJ, 2>(rows, hd_v, i0, m, s, a);
+        case 3: return weighted_values<NJ, 3>(rows, hd_v, i0, m, s, a);
+        default: return weighted_values<NJ, 4>(rows, hd_v, i0, m, s, a);
+    }
 }
 
 // weighted_values for nj = 1..4 live queries (only their sums: decode of a GQA group of
@@ -342,10 +353,10 @@ template <class Rows>
 GLIA_TARGET_AVX512 inline void values_of(const Rows& rows, int nj, int hd_v, int i0, int nv, int m, const float* s,
                                          float* a) {
     switch (nj) {
-        case 1: return weighted_values<1>(rows, hd_v, i0, nv, m, s, a);
-        case 2: return weighted_values<2>(rows, hd_v, i0, nv, m, s, a);
-        case 3: return weighted_values<3>(rows, hd_v, i0, nv, m, s, a);
-        default: return weighted_values<4>(rows, hd_v, i0, nv, m, s, a);
+        case 1: return weighted_values_nv<1>(rows, hd_v, i0, nv, m, s, a);
+        case 2: return weighted_values_nv<2>(rows, hd_v, i0, nv, m, s, a);
+        case 3: return weighted_values_nv<3>(rows, hd_v, i0, nv, m, s, a);
+        default: return weighted_values_nv<4>(rows, hd_v, i0, nv, m, s, a);
     }
 }
 
@@ -372,9 +383,11 @@ inline size_t score_at(size_t lane, int c) {
     return (lane / 16) * kAttnChunk * 16 + static_cast<size_t>(c) * 16 + lane % 16;
 }
 
-// Cells are widened a piece at a time, every head of the call in turn: a head's piece in f32
-// (8 KiB at head size 128) stays in the L1 cache for the kernel that reads it, and the
+// Decode tiles read cells a piece at a time, every head of the call in turn: a head's piece
+// in f32 (8 KiB at head size 128) stays in the L1 cache for the kernel that reads it, and the
 // piece's rows (one page of the cache) are read from memory once, whole, for all heads.
+// Prompt tiles (many queries a row) take a whole chunk at a time: their weighted sums then
+// stay in registers across the chunk's cells.
 constexpr int kPiece = 16;
 
 // Reads the rows' spans [off, off + n_values) in order, just before the kernel uses them:
@@ -398,7 +411,8 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     thread_local std::vector<float> qt, q4, sc, sc1, kv, run_m, run_l, acc, ak, fx, fy;
     qt.assign(t.nh * q_blk, 0.0f);
     sc.resize(static_cast<size_t>(ln.n_sgroups) * kAttnChunk * 16);
-    kv.resize(static_cast<size_t>(kPiece) * std::max(t.hd, t.hd_v));
+    const int piece = few ? kPiece : kAttnChunk;
+    kv.resize(static_cast<size_t>(piece) * std::max(t.hd, t.hd_v));
     run_m.assign(ln.lanes(), -std::numeric_limits<float>::infinity());
     run_l.assign(ln.lanes(), 0.0f);
     acc.assign(static_cast<size_t>(t.nh) * t.nq * t.hd_v, 0.0f);
@@ -444,8 +458,8 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     const size_t rs = attn_record(t.hd_v);
     for (int c0 = 0, chunk = 0; c0 < t.n;) {
         const int c1 = std::min(t.n, chunk_end(t.pos0, c0)), m = c1 - c0;
-        for (int p = 0; p < m; p += kPiece) {
-            const int pm = std::min(kPiece, m - p);
+        for (int p = 0; p < m; p += piece) {
+            const int pm = std::min(piece, m - p);
             touch_span(t.k + c0 + p, t.k_type, t.k_off, t.nh * t.hd, pm);
             for (int h = 0; h < t.nh; ++h) {
                 const size_t k_off = t.k_off + static_cast<size_t>(h) * t.hd;
@@ -500,8 +514,8 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
         // The chunk's weighted values (ak: query j of head h at (h * nq + j) * hd_v), 4
         // queries x 64 outputs in registers per piece.
         std::fill(ak.begin(), ak.end(), 0.0f);
-        for (int p = 0; p < m; p += kPiece) {
-            const int pm = std::min(kPiece, m - p);
+        for (int p = 0; p < m; p += piece) {
+            const int pm = std::min(piece, m - p);
             touch_span(t.v + c0 + p, t.v_type, t.v_off, t.nh * t.hd_v, pm);
             for (int h = 0; h < t.nh; ++h) {
                 const size_t v_off = t.v_off + static_cast<size_t>(h) * t.hd_v;
