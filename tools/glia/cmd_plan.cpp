@@ -81,8 +81,8 @@ void print_text(const gguf::File& f, const ModelProfile& p, const ModelBytes& mb
     }
     if (pl.usage[0].repacked)
         std::printf("\nrepacked:    copies of the CPU's product weights its kernels make on first use (GEMM "
-                    "panels, the decode layout);\n             MoE experts' layouts take their weights' place "
-                    "(the file's pages are handed back once it is built)\n");
+                    "panels, the decode layout);\n             a decode layout takes its weight's place (the file's "
+                    "pages are handed back once it is built, unless other ops read them)\n");
     std::printf("\ndecision:    fit, %d of %d layers on the GPU\n", pl.n_gpu_layers(), p.n_layer);
     for (const std::string& n : pl.notes) std::printf("note:        %s\n", n.c_str());
 }

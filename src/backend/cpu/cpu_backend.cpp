@@ -204,6 +204,16 @@ private:
 std::unique_ptr<Segment> CpuBackend::compile(const std::vector<const Node*>& nodes) {
     for (const Node* n : nodes)
         if (!supports(*n)) fail("cpu backend: cannot run ", op_name(n->op), " '", n->out->name, "'");
+    // Weights that ops other than the products read (a tied embedding's row lookups) keep
+    // their pages when a product's decode layout is built from them (DecodeCache::get).
+    if (decode_cache_)
+        for (const Node* n : nodes) {
+            if (n->op == Op::MATMUL || n->op == Op::MOE_EXPERTS || n->op == Op::MOE_EXPERTS_GLU) continue;
+            for (int i = 0; i < n->n_src(); ++i) {
+                const Tensor* r = n->src[i] ? n->src[i]->root() : nullptr;
+                if (r && r->role == TensorRole::WEIGHT && r->data) decode_cache_->keep_pages(r->data, r->nbytes());
+            }
+        }
     return std::make_unique<CpuSegment>(*this, nodes);
 }
 

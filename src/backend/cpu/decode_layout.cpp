@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/simd/matmul.h"
+#include "core/page_out.h"
 
 namespace glia::cpu {
 
@@ -40,10 +41,30 @@ const uint8_t* DecodeCache::get(const simd::TypeKernels& kk, const uint8_t* w, s
     if (!matmul_has_decode_layout(kk, K)) return nullptr;
     const simd::Gemm& g = *kk.gemm;
     const int64_t G = g.il_rows;
-    return copies_.get(w, (N + G - 1) / G, g.il_bytes(K), [&](int64_t i, uint8_t* dst) {
+    bool fresh = false;
+    const uint8_t* groups = copies_.get(w, (N + G - 1) / G, g.il_bytes(K), [&](int64_t i, uint8_t* dst) {
         const int64_t r0 = i * G;
         g.il_pack(w + r0 * w_stride, w_stride, static_cast<int>(std::min(G, N - r0)), K, dst);
-    }, pool, built);
+    }, pool, &fresh);
+    // The GEMM packs from the layout only where the type can (il_pack_panel); a weight that
+    // would still be packed from its own rows keeps its pages.
+    const size_t n = w_stride * size_t(N);
+    if (fresh && g.il_pack_panel && !kept(w, n)) page_out(w, n);
+    if (built) *built = fresh;
+    return groups;
+}
+
+void DecodeCache::keep_pages(const void* p, size_t n) {
+    std::lock_guard<std::mutex> lk(keep_mu_);
+    size_t& m = keep_[static_cast<const uint8_t*>(p)];
+    m = std::max(m, n);
+}
+
+bool DecodeCache::kept(const uint8_t* w, size_t n) const {
+    std::lock_guard<std::mutex> lk(keep_mu_);
+    for (const auto& [p, m] : keep_)  // a few ranges: the weights other ops read
+        if (p < w + n && p + m > w) return true;
+    return false;
 }
 
 }  // namespace glia::cpu

@@ -19,7 +19,6 @@
 #include "backend/cpu/simd/matmul.h"
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
-#include "core/page_out.h"
 #include "quant/quant.h"
 
 namespace glia::cpu {
@@ -164,19 +163,15 @@ struct StackedProduct {
 // of the layout's group), so that the first step that meets an expert does not pay for its
 // copy; nullptr where the type or shape has none. Once it is built nothing on the CPU reads
 // the stack's own bytes again (every group size reads the layout: few tokens directly, the
-// GEMM's panels are packed from it), so their pages are handed back to the kernel
-// (MADV_PAGEOUT: pages of the mapped file are dropped, to be read again if ever touched;
-// anonymous pages stay as they are): the layout takes the file's place in memory instead of
-// doubling it (bench/LOG.md, 2026-12-07, session 22).
+// GEMM's panels are packed from it), so DecodeCache::get hands their pages back to the
+// kernel: the layout takes the file's place in memory instead of doubling it (bench/LOG.md,
+// 2026-12-07, session 22).
 const uint8_t* expert_layout(const Tensor& w, DecodeCache* decode, ThreadPool& pool) {
     if (!decode) return nullptr;
     const simd::TypeKernels& kk = simd::kernels(w.type);
     if (!expert_decode_layout(kk, w.ne[0], w.ne[1]) || w.ne[3] != 1 || w.nb[2] != w.nb[1] * size_t(w.ne[1]))
         return nullptr;
-    bool built = false;
-    const uint8_t* groups = decode->get(kk, w.row(0), w.nb[1], w.ne[0], w.ne[1] * w.ne[2], pool, &built);
-    if (built) page_out(w.data, w.nbytes());
-    return groups;
+    return decode->get(kk, w.row(0), w.nb[1], w.ne[0], w.ne[1] * w.ne[2], pool);  // pages handed back there
 }
 
 // Expert e's part of a stack's decode layout.

@@ -101,14 +101,24 @@ public:
     // The groups of the matrix at `w` (built on first use, split across the pool: not
     // from inside the pool's workers); nullptr when the type has no decode layout or K is
     // not a multiple of 256. `built` (when given): whether this call made the layout.
+    // Once a layout is built nothing on the CPU reads the matrix's own bytes for products
+    // again (few tokens read the layout, the GEMM packs its panels from it), so its pages
+    // are handed back (core/page_out: a mapped file's pages are dropped, read again only if
+    // touched): the layout takes the weight's place in memory. Not for bytes that another
+    // op reads (keep_pages: a tied embedding's row lookups).
     const uint8_t* get(const simd::TypeKernels& kk, const uint8_t* w, size_t w_stride, int64_t K, int64_t N,
                        ThreadPool& pool, bool* built = nullptr);
     size_t bytes() const { return copies_.bytes(); }
     // Drops the layouts of every matrix that starts in [w, w + n) (a weight going away).
     void forget(const uint8_t* w, size_t n = 1) { copies_.forget(w, n); }
+    // [p, p + n) is read by other ops than the products: its pages stay where they are.
+    void keep_pages(const void* p, size_t n);
 
 private:
+    bool kept(const uint8_t* w, size_t n) const;
     WeightCopies copies_;
+    mutable std::mutex keep_mu_;
+    std::map<const uint8_t*, size_t> keep_;  // start -> bytes
 };
 // Whether the CPU backend keeps a DecodeCache ($GLIA_CPU_GEMV_INTERLEAVE: 0 off, 1 on;
 // unset: kDecodeLayoutDefault).
