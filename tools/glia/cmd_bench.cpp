@@ -220,8 +220,9 @@ int bench_batched(const Args& a, const Model& model, const ModelInfo& info, cons
             r.n_gen = static_cast<int>(tg);
             r.n_batch = static_cast<int>(std::min<long long>(n_batch, 1ll << 30));
             r.n_threads = nt > 0 ? nt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-            // Warm-up: the whole prompt phase and one generation step.
-            if (warmup) run_batched(engine, np, 2, random_prompt);
+            // Warm-up: the whole prompt phase and all tg steps, as the single-sequence tests
+            // do: the cache's pages are touched (first-touch zeroing) before the timed runs.
+            if (warmup) run_batched(engine, np, static_cast<int>(tg), random_prompt);
             const bool check = a.has("--check-alone");
             KeptRun kept;
             for (long long i = 0; i < reps; ++i) {
