@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/simd/attention.h"
+#include "kv_cache_rows.h"
 #include "core/dtype.h"
 #include "core/f16.h"
 #include "quant/quant.h"
@@ -106,25 +107,6 @@ TEST(AttentionDecode, TileBitsAreThoseOfThePerHeadKernel) {
                                                << dc.pos0 << " window " << dc.window << " cap " << dc.softcap;
 }
 
-// n rows of `width` values of type t (encoded as the cache store does), shuffled.
-struct Rows {
-    std::vector<uint8_t> data;
-    std::vector<const uint8_t*> rows;
-    Rows(std::mt19937& rng, DType t, int n, int width) : rows(n) {
-        const size_t rb = row_bytes(t, width);
-        data.resize(rb * n);
-        std::normal_distribution<float> g(0.f, 1.f);
-        std::vector<float> x(width);
-        for (int c = 0; c < n; ++c) {
-            for (auto& v : x) v = g(rng);
-            quant::quantize_act_row(t, x.data(), data.data() + rb * c, width);
-        }
-        std::vector<int> perm(n);
-        for (int i = 0; i < n; ++i) perm[i] = i;
-        std::shuffle(perm.begin(), perm.end(), rng);
-        for (int c = 0; c < n; ++c) rows[c] = data.data() + rb * perm[c];
-    }
-};
 
 // A call serving nh heads (their queries packed several heads to a group of lanes, 3-query
 // heads leaving a lane free, 4-query heads filling two groups) gives each head the bits of
@@ -142,7 +124,7 @@ TEST(AttentionDecode, PackedHeadsGiveEachHeadItsOwnBits) {
                 for (int window : {0, 60}) {
                     std::mt19937 rng(seed++);
                     const int hd = 64, n_kv = nh + 1, n = 237, pos0 = 50;  // chunks end at cells 78, 206
-                    Rows k(rng, dt_of[ti], n, hd * n_kv), v(rng, dt_of[ti], n, hd * n_kv);
+                    test::Cache k(rng, dt_of[ti], n, hd * n_kv, 1.0f), v(rng, dt_of[ti], n, hd * n_kv, 1.0f);
                     std::normal_distribution<float> g(0.f, 1.f);
                     std::vector<float> q(size_t(nh) * nq * hd);
                     for (auto& x : q) x = round_f16(g(rng));
