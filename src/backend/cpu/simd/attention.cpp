@@ -450,11 +450,11 @@ GLIA_TARGET_AVX512 void tile_avx512(const AttnTile& t) {
     const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     // Decode tiles read F16 rows directly (a prompt tile's values are read by several groups
     // of 4 queries: widened once).
-    const bool direct_k = few && t.k_type == KvType::F16, direct_v = t.nq <= 4 && t.v_type == KvType::F16;
+    const bool direct_k = few && t.k_type == KvType::F16, direct_v = few && t.v_type == KvType::F16;
 
     // Chunks of absolute positions. In each: every head's scores, the softmax of all lanes,
-    // every head's weighted values; cells a piece at a time, every head per piece, the next
-    // piece's rows (keys, then values, then the next chunk's keys) fetched meanwhile.
+    // every head's weighted values; cells a piece at a time, every head per piece, each
+    // piece's rows read in order just before (touch_span).
     const size_t rs = attn_record(t.hd_v);
     for (int c0 = 0, chunk = 0; c0 < t.n;) {
         const int c1 = std::min(t.n, chunk_end(t.pos0, c0)), m = c1 - c0;
