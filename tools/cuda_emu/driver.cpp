@@ -92,9 +92,10 @@ Node matmul_node(Tensor& w, Tensor& x, Tensor& out) {
     return n;
 }
 
-// The packed products (k_mmvq.cu: dp4a for 1-8 tokens, int8 tensor cores from 32): every
-// token's outputs must be the same bits whatever the number of tokens in the product (1, 3,
-// 40 and 130: one partial token tile, three tiles), three products of one input in one
+// The packed products (k_mmvq.cu: dp4a for few tokens, int8 tensor cores from a threshold of
+// the type's, in 8-, 16- or 64-token tiles): every token's outputs must be the same bits
+// whatever the number of tokens in the product (1, 3, 8, 16, 40 and 130: one partial token
+// tile, three tiles), three products of one input in one
 // launch (rows 70, 33, 128) the bits of each alone, and all near the float product of the
 // dequantized weights. Returns the number of failed checks.
 int check_products() {
@@ -165,6 +166,11 @@ int check_products() {
         differ += std::memcmp(three.data(), all.data() + 5 * N, size_t(3 * N) * 4) != 0;
         const std::vector<float> forty = products({0}, 60, 40)[0];
         differ += std::memcmp(forty.data(), all.data() + 60 * N, size_t(40 * N) * 4) != 0;
+        // 8 and 16 tokens: the few-token tensor-core tiles where the type's threshold allows
+        for (int64_t nt : {int64_t(8), int64_t(16)}) {
+            const std::vector<float> few = products({0}, 21, nt)[0];
+            differ += std::memcmp(few.data(), all.data() + 21 * N, size_t(nt * N) * 4) != 0;
+        }
         // Grouped: the three matrices in one launch, each against itself alone.
         const auto grouped = products({0, 1, 2}, 0, T);
         differ += std::memcmp(grouped[0].data(), all.data(), all.size() * 4) != 0;
@@ -184,8 +190,8 @@ int check_products() {
         const double rel = err / ref_max;
         const bool ok = differ == 0 && rel < 0.02;
         bad += !ok;
-        std::printf("%-60s %s err %.2g (bound 0.02), %d of 9 sets not bit-equal\n",
-                    (std::string("MATMUL packed ") + dtype_name(t) + " 1024x{70,33,128} T=1,3,40,130").c_str(),
+        std::printf("%-60s %s err %.2g (bound 0.02), %d of 11 sets not bit-equal\n",
+                    (std::string("MATMUL packed ") + dtype_name(t) + " 1024x{70,33,128} T=1,3,8,16,40,130").c_str(),
                     ok ? "ok " : "BAD", rel, differ);
     }
     return bad;
@@ -422,6 +428,7 @@ int check_mma16_products() {
 int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products")
         return check_products() + check_mma16_products() + check_moe_packed();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "packed") return check_products();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention")

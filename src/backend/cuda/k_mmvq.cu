@@ -25,49 +25,12 @@
 #include "glu.cuh"
 #include "launch.cuh"
 #include "mma.cuh"
+#include "mmq_tile.cuh"
 #include "packed.cuh"
+#include "packed_terms.cuh"
 
 namespace glia::cuda {
 namespace {
-
-__device__ __forceinline__ uint32_t rbyte(const uint32_t* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
-
-// 32 int8 activations (global or shared memory).
-__device__ __forceinline__ void load8(const int8_t* p, int* x) {
-    const int4 a = *reinterpret_cast<const int4*>(p);
-    const int4 b = *(reinterpret_cast<const int4*>(p) + 1);
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-}
-
-// One superblock's contribution to an output, from exact integer sums. Both kernels (dp4a
-// and tensor cores) call these, so every output gets the same bits.
-//   Q4_K: isc = sum of sc_s * (q . x)_s, imx = sum of m_s * (sum of x)_s
-//   Q6_K: comb = sum over 16-value groups of sc_g * ((q . x)_g - 32 (sum of x)_g)
-//   Q8_0: each 32-value block adds (d_b * xd_b) * (q . x)_b to the sum in order (q8_0_block)
-__device__ __forceinline__ float q4k_term(float xd, float d, float dmin, float isc, float imx) {
-    return __fmul_rn(xd, __fmaf_rn(d, isc, -__fmul_rn(dmin, imx)));
-}
-__device__ __forceinline__ float q6k_term(float xd, float d, int comb) { return __fmul_rn(xd, __fmul_rn(d, float(comb))); }
-__device__ __forceinline__ float q8_0_block(float acc, float d, float xd, int isum) {
-    return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, xd), float(isum)));
-}
-
-// Q4_K sub-block s's scale and min from the record's words 1..3 (bytes 4..15).
-__device__ __forceinline__ void q4k_scale_min(const uint32_t* rec, int s, int& sc, int& m) {
-    if (s < 4) {
-        sc = int(rbyte(rec, 4 + s) & 63);
-        m = int(rbyte(rec, 8 + s) & 63);
-    } else {
-        sc = int((rbyte(rec, 8 + s) & 0xF) | ((rbyte(rec, s) >> 6) << 4));
-        m = int((rbyte(rec, 8 + s) >> 4) | ((rbyte(rec, 4 + s) >> 6) << 4));
-    }
-}
-
-// Q6_K: the 6-bit values (0..63) of words i of the record for sub-block s = 4h + k.
-__device__ __forceinline__ uint32_t q6k_word(uint32_t l4, uint32_t h4, int k) {
-    const uint32_t lo = k < 2 ? (l4 & 0x0F0F0F0Fu) : ((l4 >> 4) & 0x0F0F0F0Fu);
-    return lo | (((h4 >> (2 * k)) & 0x03030303u) << 4);
-}
 
 template <DType D> struct Pk;
 
@@ -225,32 +188,6 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, int64_t x_row, in
 // 256 int8 values, 16 sums, up to 8 scales.
 constexpr int kSbBytes = 256 + 64 + 32;
 
-// Up to kMaxMats products of one input, one launch: blocks [gstart[m], gstart[m+1]) are
-// matrix m's row groups (tiles for the tensor-core kernel); off[m]: where its segment sums
-// start in the tensor-core kernel's partial buffer.
-constexpr int kMaxMats = 4;
-struct MatSet {
-    const int4* W[kMaxMats];
-    const uint16_t* side[kMaxMats];
-    float* out[kMaxMats];
-    int N[kMaxMats];
-    int gstart[kMaxMats + 1];
-    int n;
-    int64_t off[kMaxMats];
-};
-
-// MoE expert products (G kernels): the columns are (token, selected expert) pairs, each
-// multiplied by its own expert's matrix of a packed stack (packed.cuh).
-struct Gather {
-    const int32_t* ids;     // the expert of pair b
-    const int32_t* sorted;  // the pairs sorted by expert (tensor cores)
-    const int32_t* pos;     // [E + 1]: expert e's pairs are sorted[pos[e] .. pos[e + 1])
-    const int32_t* tiles;   // [E + 1]: its 64-pair tiles are the grid's x in [tiles[e], tiles[e + 1])
-    int n_exp;
-    int x_div;              // pair b reads activation row b / x_div
-    int64_t mat_groups;     // row groups of one expert's matrix
-};
-
 // Block: one warp per K segment, lane = row of the block's group; NT tokens per block.
 // With x32 (one token, NT = 1), each warp quantizes its own segment of x into shared
 // memory first (quantize_block256, as the separate kernel does) instead of reading xq/xd/xs.
@@ -361,23 +298,6 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const i
     }
 }
 
-// Matrix b of a set (b: the grid's row-tile index), picked with constant indices only (an
-// indexed kernel parameter would be copied to local memory by every thread).
-struct MatQ {
-    const int4* W;
-    const uint16_t* side;
-    float* out;
-    int N, first;
-    int64_t off;
-};
-__device__ __forceinline__ MatQ mat_at(const MatSet& ms, int b) {
-    MatQ r{ms.W[0], ms.side[0], ms.out[0], ms.N[0], 0, ms.off[0]};
-#pragma unroll
-    for (int i = 1; i < kMaxMats; ++i)
-        if (i < ms.n && b >= ms.gstart[i]) r = MatQ{ms.W[i], ms.side[i], ms.out[i], ms.N[i], ms.gstart[i], ms.off[i]};
-    return r;
-}
-
 // out = sum of the segment sums in order from 0 (as the dp4a kernel adds its warps' sums).
 __global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, int T, int nseg) {
     pdl_next();
@@ -395,443 +315,6 @@ __global__ void mmq_reduce_kernel(MatSet ms, const float* __restrict__ part, int
     float sum = 0.0f;
     for (int q = 0; q < nseg; ++q) sum = __fadd_rn(sum, p[int64_t(q) * n]);
     out[i] = sum;
-}
-
-// Tensor-core version for many tokens: a block computes 64 rows x 64 tokens, four warps of
-// 32 rows (one packed row group) x 32 tokens. For each superblock the block stages the two
-// packed row groups and the 64 tokens' int8 activations (with their scales and the hi / lo
-// parts of their sums of 16) in shared memory; ldmatrix gives the mma fragments. Each
-// sub-block's integer dot products come from mma.sync (int8 in, int32 out, exact), and
-// each output then takes exactly the dp4a kernel's float steps in the same order
-// (per-superblock terms, segment sums added in order), so both kernels give the same bits.
-constexpr int kXRow = 272;  // bytes per staged token row (256 + 16 of padding: ldmatrix rows on distinct banks)
-
-// Exact int -> float for |v| < 2^22 with two full-rate operations (the conversion
-// instruction runs at a quarter of the rate); the same value as float(v).
-__device__ __forceinline__ float small_i2f(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
-
-struct MmqTile {
-    const uint8_t* w;   // the warp's packed row group in shared memory (int4 chunk c of row r at (c * 32 + r) * 16)
-    const uint16_t* sd; // its Q6_K side scales
-    const uint8_t* x;   // the warp's 32 staged tokens, kXRow bytes each
-    const uint8_t* hl;  // their sums of 16 as int8 hi (x64) / lo words, interleaved: 32 bytes a token
-    const float* xd;    // their scales of this superblock, NS each
-    int lane, g, tig;
-};
-
-// A fragments of m-tile mt (rows 16 mt .. + 16 of the group) from chunks c, c + 1: r[0] row
-// g chunk c, r[1] row g + 8 chunk c, r[2] row g chunk c + 1, r[3] row g + 8 chunk c + 1.
-__device__ __forceinline__ void a_frag(const MmqTile& t, int mt, int c, uint32_t (&r)[4]) {
-    const int L = t.lane;
-    ldsm_x4(r, t.w + ((c + (L >> 4)) * 32 + 16 * mt + 8 * ((L >> 3) & 1) + (L & 7)) * 16);
-}
-// B fragments of sub-block s (bytes 32 s .. + 32) for the warp's four 8-token tiles.
-__device__ __forceinline__ void b_frag(const MmqTile& t, int s, uint32_t (&b)[4][2]) {
-    const int L = t.lane;
-#pragma unroll
-    for (int np = 0; np < 2; ++np) {
-        uint32_t r[4];
-        ldsm_x4(r, t.x + (np * 16 + 8 * (L >> 4) + (L & 7)) * kXRow + 32 * s + 16 * ((L >> 3) & 1));
-        b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
-    }
-}
-// Chunk c's 16 bytes of the thread's row h (g + 8 h) of m-tile mt.
-__device__ __forceinline__ uint4 row_chunk(const MmqTile& t, int mt, int h, int c) {
-    return *reinterpret_cast<const uint4*>(t.w + (c * 32 + 16 * mt + 8 * h + t.g) * 16);
-}
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-
-// For 8-token tile nt: the rows' 16 int8 factors (a0 row g, a1 row g + 8) . each token's 16
-// sums of 16 values, exact: the sums' hi (x64) and lo parts through one mma each.
-__device__ __forceinline__ void sums_dot(const MmqTile& t, int a0, int a1, int nt, int (&v)[4]) {
-    const uint2 p = *reinterpret_cast<const uint2*>(t.hl + (nt * 8 + t.g) * 32 + t.tig * 8);
-    int rh[4], rl[4];
-    mma_k16(rh, a0, a1, int(p.x));
-    mma_k16(rl, a0, a1, int(p.y));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = 64 * rh[i] + rl[i];
-}
-
-// Output i of an mma tile: row g + 8 (i >> 1), token 2 tig + (i & 1).
-template <DType D> struct Mq;
-
-template <> struct Mq<DType::Q4_K> {
-    static constexpr int C = 9, NS = 1;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
-        float d[2][2], dm[2][2];
-        uint32_t sc[2][2][2], mdup[2][2];  // [mt][h]: scales of sub-blocks 0-3 / 4-7 as bytes; mins for the sums mma
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const uint4 v = row_chunk(t, mt, h, 0);  // d, dmin, then the 12 bytes of 6-bit scales and mins
-                d[mt][h] = h2f(uint16_t(v.x & 0xffffu));
-                dm[mt][h] = h2f(uint16_t(v.x >> 16));
-                // q4k_scale_min for four sub-blocks at once (a byte each)
-                sc[mt][h][0] = v.y & 0x3F3F3F3Fu;
-                sc[mt][h][1] = (v.w & 0x0F0F0F0Fu) | ((v.y >> 2) & 0x30303030u);
-                const uint32_t mlo = v.z & 0x3F3F3F3Fu;
-                const uint32_t mhi = ((v.w >> 4) & 0x0F0F0F0Fu) | ((v.z >> 2) & 0x30303030u);
-                // k 4 tig .. + 3 of the sums mma: m[2 tig], m[2 tig], m[2 tig + 1], m[2 tig + 1]
-                mdup[mt][h] = __byte_perm(t.tig < 2 ? mlo : mhi, 0, (t.tig & 1) ? 0x3322 : 0x1100);
-            }
-        int isc[2][4][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) isc[mt][nt][i] = 0;
-#pragma unroll 1
-        for (int p = 0; p < 4; ++p) {
-            uint32_t q[2][4];
-            a_frag(t, 0, 1 + 2 * p, q[0]);
-            a_frag(t, 1, 1 + 2 * p, q[1]);
-#pragma unroll
-            for (int hb = 0; hb < 2; ++hb) {
-                const int s = 2 * p + hb;
-                uint32_t b[4][2];
-                b_frag(t, s, b);
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {
-                    int a[4];
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) a[i] = int((hb ? q[mt][i] >> 4 : q[mt][i]) & 0x0F0F0F0Fu);
-                    const int s0 = int(((p >= 2 ? sc[mt][0][1] : sc[mt][0][0]) >> (8 * (s & 3))) & 0xffu);
-                    const int s1 = int(((p >= 2 ? sc[mt][1][1] : sc[mt][1][0]) >> (8 * (s & 3))) & 0xffu);
-#pragma unroll
-                    for (int nt = 0; nt < 4; ++nt) {
-                        int r[4];
-                        mma_k32(r, a[0], a[1], a[2], a[3], int(b[nt][0]), int(b[nt][1]));
-                        isc[mt][nt][0] += s0 * r[0];
-                        isc[mt][nt][1] += s0 * r[1];
-                        isc[mt][nt][2] += s1 * r[2];
-                        isc[mt][nt][3] += s1 * r[3];
-                    }
-                }
-            }
-        }
-        // imx per output = the row's 8 mins . the token's 8 sums of 32 values = the mins
-        // doubled . the 16 sums of 16, on the tensor cores (exact integers).
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            const float2 xd = *reinterpret_cast<const float2*>(t.xd + nt * 8 + 2 * t.tig);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                int imx[4];
-                sums_dot(t, int(mdup[mt][0]), int(mdup[mt][1]), nt, imx);
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    seg[mt][nt][i] = __fadd_rn(seg[mt][nt][i], q4k_term(i & 1 ? xd.y : xd.x, d[mt][i >> 1], dm[mt][i >> 1],
-                                                                        float(isc[mt][nt][i]), small_i2f(imx[i])));
-            }
-        }
-    }
-};
-
-template <> struct Mq<DType::Q6_K> {
-    static constexpr int C = 13, NS = 1;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
-        float dr[2][2];
-        uint4 scw[2][2];  // [mt][h]: the row's 16 int8 scales
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                dr[mt][h] = h2f(t.sd[16 * mt + 8 * h + t.g]);
-                scw[mt][h] = row_chunk(t, mt, h, 12);
-            }
-        int comb[2][4][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) comb[mt][nt][i] = 0;
-#pragma unroll 1
-        for (int h = 0; h < 2; ++h) {
-            uint32_t lq[2][2][4], hq[2][4];  // low 4 bits (chunks 4h .. 4h + 3), high 2 bits (8 + 2h, 9 + 2h)
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                a_frag(t, mt, 4 * h, lq[mt][0]);
-                a_frag(t, mt, 4 * h + 2, lq[mt][1]);
-                a_frag(t, mt, 8 + 2 * h, hq[mt]);
-            }
-#pragma unroll 1
-            for (int k = 0; k < 4; ++k) {
-                const int s = 4 * h + k;
-                uint32_t b[4][2];
-                b_frag(t, s, b);
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {
-                    int a[4];
-#pragma unroll
-                    for (int i = 0; i < 4; ++i)
-                        a[i] = int(q6k_word((k & 1) ? lq[mt][1][i] : lq[mt][0][i], hq[mt][i], k));
-                    const int byte = 8 * h + 2 * k;
-                    const uint32_t w0 = word_of(scw[mt][0], byte >> 2), w1 = word_of(scw[mt][1], byte >> 2);
-                    const int sa0 = int(int8_t(w0 >> (8 * (byte & 3)))), sb0 = int(int8_t(w0 >> (8 * (byte & 3) + 8)));
-                    const int sa1 = int(int8_t(w1 >> (8 * (byte & 3)))), sb1 = int(int8_t(w1 >> (8 * (byte & 3) + 8)));
-#pragma unroll
-                    for (int nt = 0; nt < 4; ++nt) {
-                        int ra[4], rb[4];
-                        mma_k16(ra, a[0], a[1], int(b[nt][0]));
-                        mma_k16(rb, a[2], a[3], int(b[nt][1]));
-                        comb[mt][nt][0] += sa0 * ra[0] + sb0 * rb[0];
-                        comb[mt][nt][1] += sa0 * ra[1] + sb0 * rb[1];
-                        comb[mt][nt][2] += sa1 * ra[2] + sb1 * rb[2];
-                        comb[mt][nt][3] += sa1 * ra[3] + sb1 * rb[3];
-                    }
-                }
-            }
-        }
-        // The -32 offset of every 6-bit value: 32 * (the row's 16 scales . the token's 16
-        // sums), on the tensor cores (exact integers, the same comb).
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            const float2 xd = *reinterpret_cast<const float2*>(t.xd + nt * 8 + 2 * t.tig);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                int off[4];
-                sums_dot(t, int(word_of(scw[mt][0], t.tig)), int(word_of(scw[mt][1], t.tig)), nt, off);
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    seg[mt][nt][i] = __fadd_rn(seg[mt][nt][i], q6k_term(i & 1 ? xd.y : xd.x, dr[mt][i >> 1],
-                                                                        comb[mt][nt][i] - 32 * off[i]));
-            }
-        }
-    }
-};
-
-template <> struct Mq<DType::Q8_0> {
-    static constexpr int C = 17, NS = 8;
-    __device__ static void superblock(const MmqTile& t, float (&seg)[2][4][4]) {
-        uint4 dw[2][2];  // [mt][h]: the row's 8 f16 block scales
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) dw[mt][h] = row_chunk(t, mt, h, 16);
-#pragma unroll 1
-        for (int b = 0; b < 8; ++b) {
-            uint32_t bb[4][2], q[2][4];
-            b_frag(t, b, bb);
-            a_frag(t, 0, 2 * b, q[0]);
-            a_frag(t, 1, 2 * b, q[1]);
-            float dr[2][2];  // [mt][h]: the rows' scales of block b
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) dr[mt][h] = h2f(uint16_t(word_of(dw[mt][h], b >> 1) >> (16 * (b & 1))));
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                const float x0 = t.xd[(nt * 8 + 2 * t.tig) * 8 + b], x1 = t.xd[(nt * 8 + 2 * t.tig + 1) * 8 + b];
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {
-                    int r[4];
-                    mma_k32(r, int(q[mt][0]), int(q[mt][1]), int(q[mt][2]), int(q[mt][3]), int(bb[nt][0]),
-                            int(bb[nt][1]));
-#pragma unroll
-                    for (int i = 0; i < 4; ++i)
-                        seg[mt][nt][i] = q8_0_block(seg[mt][nt][i], dr[mt][i >> 1], i & 1 ? x1 : x0, r[i]);
-                }
-            }
-        }
-    }
-};
-
-// One pipeline stage in shared memory: the two packed row groups of one superblock and the
-// 64 tokens' activations for it.
-template <int C, int NS>
-struct MmqStage {
-    static constexpr int kW = 2 * C * 32 * 16, kSide = 128, kX = 64 * kXRow, kHl = 64 * 32, kXd = 64 * NS * 4;
-    static constexpr int kBytes = kW + kSide + kX + kHl + kXd;
-};
-
-// grid (64-token tiles, 64-row tiles of every matrix in ms, K segments); ms.gstart counts
-// 64-row tiles, and the blocks of one row tile are neighbours (its weights are read from
-// memory once for all token tiles). Block z sums segments z * seg_per_block onwards: with
-// one segment a block (grids too small to fill the GPU otherwise) and several segments in
-// all, it writes its sums to part (segment-major, [seg][T][N] per matrix at ms.off) for
-// mmq_reduce_kernel to add in order, the dp4a kernel's order; with every segment in one
-// block (grid z = 1) it adds each segment's sum to its total in that same order itself.
-// Two stages: the copies of superblock j + 1 are in flight while superblock j is computed.
-// G: the grid's x is a tile of one expert's pairs (ga.tiles), whose activation rows and
-// output rows come from a table in shared memory (after the totals); every K segment in
-// the block.
-template <DType D, bool G = false>
-__global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, Gather ga, const int8_t* __restrict__ xq,
-                                                     const float* __restrict__ xd, const uint32_t* __restrict__ xhl,
-                                                     int K, int T, int sb_per_seg, int seg_per_block,
-                                                     float* __restrict__ part) {
-    constexpr int C = Mq<D>::C, NS = Mq<D>::NS;
-    using St = MmqStage<C, NS>;
-    extern __shared__ __align__(16) uint8_t smem[];
-    const MatQ m = mat_at(ms, int(blockIdx.y));
-    const int64_t tile = int64_t(blockIdx.y) - m.first;
-    const int N = m.N, groups = (N + 31) / 32;
-    const int4* __restrict__ W = m.W;
-    const uint16_t* __restrict__ side = m.side;
-    int t0 = blockIdx.x * 64;
-    const int nsb = K >> 8;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int jb = int(blockIdx.z) * sb_per_seg * seg_per_block, je = min(nsb, jb + sb_per_seg * seg_per_block);
-
-    pdl_next();
-    int left = T - t0;  // tokens of this tile that exist (tokens past them read as zeros)
-    int* rows = reinterpret_cast<int*>(smem + 2 * St::kBytes + 128 * 32 * 4);  // G: [64] activation rows, [64] outputs
-    if constexpr (G) {
-        pdl_wait();  // the pairs' order is the previous kernel's
-        const int bx = int(blockIdx.x);
-        if (bx >= ga.tiles[ga.n_exp]) return;
-        int lo = 0, hi = ga.n_exp - 1;  // the expert e with tiles[e] <= bx < tiles[e + 1]
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (ga.tiles[mid] <= bx) lo = mid;
-            else hi = mid - 1;
-        }
-        const int first = ga.pos[lo] + (bx - ga.tiles[lo]) * 64;
-        left = min(64, ga.pos[lo + 1] - first);
-        if (tid < 64) {
-            const int p = tid < left ? ga.sorted[first + tid] : 0;
-            rows[tid] = p / ga.x_div;
-            rows[64 + tid] = p;
-        }
-        W += int64_t(lo) * ga.mat_groups * nsb * C * 32;
-        if (side) side += int64_t(lo) * ga.mat_groups * nsb * 32;
-        t0 = 0;
-        __syncthreads();
-    }
-    // The weights' copies of a stage (no kernel writes them) and the activations' copies.
-    // A thread copies the same pieces of every superblock: their offsets are set up once.
-    const int64_t gstride = int64_t(nsb) * C * 32;  // int4 between the records of two row groups
-    const int4* __restrict__ Wt = W + tile * 2 * gstride;
-    const bool ok1 = tile * 2 + 1 < groups;  // the tile's second row group exists
-    auto issue_w = [&](int stage, int j) {
-        int4* wsm = reinterpret_cast<int4*>(smem + stage * St::kBytes);
-        const int4* src = Wt + j * C * 32;
-#pragma unroll
-        for (int k = 0; k < (2 * C * 32 + 127) / 128; ++k) {
-            const int idx = tid + 128 * k;
-            if (idx < 2 * C * 32) {
-                const bool hi = idx >= C * 32;
-                const bool ok = !hi || ok1;
-                cp_async16(wsm + idx, ok ? src + (hi ? gstride - C * 32 + idx : idx) : W, ok);
-            }
-        }
-        if (D == DType::Q6_K && tid < 8) {
-            const bool ok = tid < 4 || ok1;
-            cp_async16(smem + stage * St::kBytes + St::kW + tid * 16,
-                       ok ? reinterpret_cast<const int4*>(side + ((tile * 2 + tid / 4) * nsb + j) * 32) + tid % 4
-                          : reinterpret_cast<const int4*>(side),
-                       ok);
-        }
-    };
-    // x: token (tid / 16) + 8k, 16-byte piece tid % 16; the sums: token tid / 2, half tid % 2;
-    // the scales: token tid (NS = 1) or (tid / 8) + 16k, scale tid % 8 (NS = 8). Row r of
-    // the tile reads activation row t0 + r (G: rows[r]).
-    auto xrow = [&](int r) -> int64_t {
-        if constexpr (G) return rows[r];
-        else return t0 + r;
-    };
-    const int8_t* __restrict__ xsrc = xq + (G ? 0 : xrow(tid >> 4) * K) + (tid & 15) * 16;
-    const uint32_t* __restrict__ hsrc = xhl + (G ? 0 : xrow(tid >> 1) * nsb * 8) + (tid & 1) * 4;
-    const float* __restrict__ dsrc =
-        NS == 1 ? xd + (G ? 0 : xrow(tid) * nsb) : xd + (G ? 0 : xrow(tid >> 3) * nsb * 8) + (tid & 7);
-    auto issue_x = [&](int stage, int j) {
-        uint8_t* st = smem + stage * St::kBytes;
-        uint8_t* xsm = st + St::kW + St::kSide + (tid >> 4) * kXRow + (tid & 15) * 16;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const bool ok = (tid >> 4) + 8 * k < left;
-            const int64_t off = G ? xrow((tid >> 4) + 8 * k) * K : int64_t(8 * k) * K;
-            cp_async16(xsm + 8 * k * kXRow, ok ? xsrc + off + j * 256 : xq, ok);
-        }
-        if (D != DType::Q8_0) {  // Q8_0 has no use for the sums
-            const bool ok = (tid >> 1) < left;
-            const int64_t off = G ? xrow(tid >> 1) * nsb * 8 : 0;
-            cp_async16(st + St::kW + St::kSide + St::kX + tid * 16, ok ? hsrc + off + j * 8 : xhl, ok);
-        }
-        float* xdsm = reinterpret_cast<float*>(st + St::kW + St::kSide + St::kX + St::kHl);
-        if (NS == 1) {
-            const int64_t off = G && tid < 64 ? xrow(tid) * nsb : 0;
-            if (tid < 64) cp_async4(xdsm + tid, tid < left ? dsrc + off + j : xd, tid < left);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const bool ok = (tid >> 3) + 16 * k < left;
-                const int64_t off = G ? xrow((tid >> 3) + 16 * k) * nsb * 8 : int64_t(16 * k) * nsb * 8;
-                cp_async4(xdsm + tid + 128 * k, ok ? dsrc + off + j * 8 : xd, ok);
-            }
-        }
-    };
-
-    // The running segment sums in registers; the totals in shared memory (after the stages),
-    // float4 q of thread tid at tot4[q * 128 + tid], touched once a segment.
-    float seg[2][4][4];
-    float4* tot4 = reinterpret_cast<float4*>(smem + 2 * St::kBytes);
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) seg[mt][nt][i] = 0.0f;
-            tot4[(mt * 4 + nt) * 128 + tid] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-    if (jb < je) issue_w(0, jb);
-    if constexpr (!G) pdl_wait();  // the first weights are on their way; the activations are the previous kernel's
-    if (jb < je) issue_x(0, jb);
-    cp_async_commit();
-    const int wm = warp & 1, wn = warp >> 1;
-    MmqTile t;
-    t.lane = lane;
-    t.g = lane >> 2;
-    t.tig = lane & 3;
-    for (int j = jb; j < je; ++j) {
-        const int stage = (j - jb) & 1;
-        if (j + 1 < je) issue_w(stage ^ 1, j + 1), issue_x(stage ^ 1, j + 1);
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        const uint8_t* st = smem + stage * St::kBytes;
-        t.w = st + wm * C * 32 * 16;
-        t.sd = reinterpret_cast<const uint16_t*>(st + St::kW) + wm * 32;
-        t.x = st + St::kW + St::kSide + wn * 32 * kXRow;
-        t.hl = st + St::kW + St::kSide + St::kX + wn * 32 * 32;
-        t.xd = reinterpret_cast<const float*>(st + St::kW + St::kSide + St::kX + St::kHl) + wn * 32 * NS;
-        Mq<D>::superblock(t, seg);
-        if ((j + 1) % sb_per_seg == 0 || j + 1 == je) {  // a segment ends: its sum joins the total
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
-                    float4& tv = tot4[(mt * 4 + nt) * 128 + tid];
-                    float4 v = tv;
-                    v.x = __fadd_rn(v.x, seg[mt][nt][0]);
-                    v.y = __fadd_rn(v.y, seg[mt][nt][1]);
-                    v.z = __fadd_rn(v.z, seg[mt][nt][2]);
-                    v.w = __fadd_rn(v.w, seg[mt][nt][3]);
-                    tv = v;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) seg[mt][nt][i] = 0.0f;
-                }
-        }
-        __syncthreads();  // this stage is refilled by the next iteration's copies
-    }
-    float* __restrict__ out = gridDim.z > 1 ? part + m.off + int64_t(blockIdx.z) * T * N : m.out;
-    const int64_t row0 = tile * 64 + wm * 32 + t.g;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            const float4 v = tot4[(mt * 4 + nt) * 128 + tid];
-            const float tv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int64_t row = row0 + 16 * mt + 8 * (i >> 1);
-                const int tok = wn * 32 + nt * 8 + 2 * t.tig + (i & 1);
-                if (row < N && tok < left) out[int64_t(G ? rows[64 + tok] : t0 + tok) * N + row] = tv[i];
-            }
-        }
 }
 
 // Record byte i of a 256-value GGUF block of type t (packed.cuh's records).
@@ -1080,7 +563,7 @@ XQ carve(void* scratch, int64_t K, int64_t T) {
 // Whether a tensor-core product sums every K segment inside one block: when its tiles
 // alone fill the GPU twice over (no partial sums, no reduction launch, and the copies of a
 // block's pipeline run over all of K). Either way the same bits; GLIA_MMQ_WHOLE=0: never.
-bool mmq_whole_k(int64_t row_tiles, int64_t T, int nseg) {
+bool mmq_whole_k(int64_t row_tiles, int64_t token_tiles, int nseg) {
     static const int sms = [] {
         const char* e = std::getenv("GLIA_MMQ_WHOLE");
         if (e && *e == '0') return 0;
@@ -1089,27 +572,60 @@ bool mmq_whole_k(int64_t row_tiles, int64_t T, int nseg) {
             return 0;
         return n;
     }();
-    return nseg > 1 && sms > 0 && row_tiles * ((T + 63) / 64) >= 2 * int64_t(sms);
+    return nseg > 1 && sms > 0 && row_tiles * token_tiles >= 2 * int64_t(sms);
 }
 
-int64_t row_tiles_of(const Node* const* nodes, int count) {
+// Which block tile a tensor-core product of T tokens takes: the few-token tiles (each
+// weight unpacked once for all of them) up to 16 tokens, GLIA_MMQ_FEW=0: never.
+enum class MmqTileKind { MANY, FEW8, FEW16 };
+MmqTileKind mmq_tile_kind(int64_t T) {
+    static const bool few = [] {
+        const char* e = std::getenv("GLIA_MMQ_FEW");
+        return !(e && *e == '0');
+    }();
+    if (!few || T > 16) return MmqTileKind::MANY;
+    return T <= 8 ? MmqTileKind::FEW8 : MmqTileKind::FEW16;
+}
+struct MmqDims {
+    int rb, tb;  // rows and tokens of a block's tile
+};
+MmqDims mmq_dims(MmqTileKind k) {
+    switch (k) {
+        case MmqTileKind::FEW8: return {MmqFew8::RB, MmqFew8::TB};
+        case MmqTileKind::FEW16: return {MmqFew16::RB, MmqFew16::TB};
+        default: return {MmqMany::RB, MmqMany::TB};
+    }
+}
+
+int64_t row_tiles_of(const Node* const* nodes, int count, int rb) {
     int64_t n = 0;
-    for (int m = 0; m < count; ++m) n += (nodes[m]->src[MatmulArg::W]->ne[1] + 63) / 64;
+    for (int m = 0; m < count; ++m) n += (nodes[m]->src[MatmulArg::W]->ne[1] + rb - 1) / rb;
     return n;
 }
 
-template <DType D, bool G = false>
+template <DType D, class S = MmqMany, bool G = false>
 void launch_mmq(const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, dim3 grid,
                 cudaStream_t s, const Gather& ga = Gather{}) {
     // the stages, the totals, and (G) the tile's row table
-    constexpr int bytes = 2 * MmqStage<Mq<D>::C, Mq<D>::NS>::kBytes + 128 * 32 * 4 + (G ? 128 * 4 : 0);
+    using St = MmqStage<Mq<D>::C, Mq<D>::NS, S>;
+    constexpr int bytes = 2 * St::kBytes + St::kTot + (G ? 128 * 4 : 0);
     static bool attr = [] {
-        return cudaFuncSetAttribute(mmq_kernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+        return cudaFuncSetAttribute(mmq_kernel<D, S, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
                cudaSuccess;
     }();
     if (!attr) fail("cuda: the tensor-core matmul needs ", bytes, " bytes of shared memory per block");
-    launch_pdl(mmq_kernel<D, G>, grid, dim3(128), size_t(bytes), s, mt, ga, static_cast<const int8_t*>(q.q),
+    launch_pdl(mmq_kernel<D, S, G>, grid, dim3(128), size_t(bytes), s, mt, ga, static_cast<const int8_t*>(q.q),
                static_cast<const float*>(q.d), static_cast<const uint32_t*>(q.hl), K, T, sbs, spb, q.part);
+}
+
+template <class S>
+void launch_mmq_t(DType t, const MatSet& mt, const XQ& q, int K, int T, int sbs, int spb, dim3 grid, cudaStream_t s) {
+    switch (t) {
+        case DType::Q4_K: launch_mmq<DType::Q4_K, S>(mt, q, K, T, sbs, spb, grid, s); break;
+        case DType::Q6_K: launch_mmq<DType::Q6_K, S>(mt, q, K, T, sbs, spb, grid, s); break;
+        case DType::Q8_0: launch_mmq<DType::Q8_0, S>(mt, q, K, T, sbs, spb, grid, s); break;
+        default: fail("cuda: no packed matmul for ", dtype_name(t));
+    }
 }
 
 template <DType D, int NT, bool G = false>
@@ -1202,7 +718,7 @@ void moe_products(const Tensor* const* ws, float* const* outs, int count, const 
         for (int m = 0; m < count; ++m) set_stack(ms, m, *ws[m], outs[m], 64);
         // the sum over experts of ceil(pairs / 64) is at most B / 64 + the experts with a pair
         const dim3 grid(unsigned(p.B / 64 + std::min(p.E, p.B)), unsigned(ms.gstart[count]), 1);
-        launch_mmq<D, true>(ms, x, K, int(p.B), sg.per, sg.nseg, grid, s, ga);
+        launch_mmq<D, MmqMany, true>(ms, x, K, int(p.B), sg.per, sg.nseg, grid, s, ga);
     } else {
         for (int m = 0; m < count; ++m) set_stack(ms, m, *ws[m], outs[m], 32);
         launch_mmvq<D, 1, true>(ms, K, x, int(p.B), s, nullptr, ga);
@@ -1385,7 +901,8 @@ size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count) {
     size_t bytes = xq_bytes(K, T);
     if (T >= mmq_min_tokens(nodes[0]->src[MatmulArg::W]->type)) {
         const int nseg = segments(K).nseg;
-        if (nseg > 1 && !mmq_whole_k(row_tiles_of(nodes, count), T, nseg))
+        const MmqDims dm = mmq_dims(mmq_tile_kind(T));
+        if (nseg > 1 && !mmq_whole_k(row_tiles_of(nodes, count, dm.rb), (T + dm.tb - 1) / dm.tb, nseg))
             for (int m = 0; m < count; ++m) bytes += size_t(nseg * T * nodes[m]->src[MatmulArg::W]->ne[1]) * 4;
     }
     return bytes;
@@ -1411,8 +928,8 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     // One token: the dp4a kernel quantizes its own slices (one launch less per product).
     const KSplit sg = segments(K);
     const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) <= 48 * 1024;
-    const float* x32 = T == 1 && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
     const bool tensor_cores = T >= mmq_min_tokens(w0.type);
+    const float* x32 = T == 1 && !tensor_cores && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {
         const unsigned blocks = unsigned((threads + 255) / 256);
@@ -1436,22 +953,24 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     }
     if (tensor_cores) {
         // Tensor cores: the same bits as the dp4a kernel, so the switch depends on speed alone.
+        const MmqTileKind kind = mmq_tile_kind(T);
+        const MmqDims dm = mmq_dims(kind);
         MatSet mt = ms;
-        for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + 63) / 64;
+        for (int m = 0; m < count; ++m) mt.gstart[m + 1] = mt.gstart[m] + (ms.N[m] + dm.rb - 1) / dm.rb;
         const int sbs = sg.per, nseg = sg.nseg;
         int64_t total = 0;
         for (int m = 0; m < count; ++m) {
             mt.off[m] = total;
             total += int64_t(nseg) * T * ms.N[m];
         }
-        const bool whole = mmq_whole_k(row_tiles_of(nodes, count), T, nseg);
+        const int64_t token_tiles = (T + dm.tb - 1) / dm.tb;
+        const bool whole = mmq_whole_k(row_tiles_of(nodes, count, dm.rb), token_tiles, nseg);
         const int spb = whole ? nseg : 1;
-        const dim3 grid(unsigned((T + 63) / 64), unsigned(mt.gstart[count]), unsigned(whole ? 1 : nseg));
-        switch (w0.type) {
-            case DType::Q4_K: launch_mmq<DType::Q4_K>(mt, q, K, T, sbs, spb, grid, s); break;
-            case DType::Q6_K: launch_mmq<DType::Q6_K>(mt, q, K, T, sbs, spb, grid, s); break;
-            case DType::Q8_0: launch_mmq<DType::Q8_0>(mt, q, K, T, sbs, spb, grid, s); break;
-            default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
+        const dim3 grid(unsigned(token_tiles), unsigned(mt.gstart[count]), unsigned(whole ? 1 : nseg));
+        switch (kind) {
+            case MmqTileKind::FEW8: launch_mmq_t<MmqFew8>(w0.type, mt, q, K, T, sbs, spb, grid, s); break;
+            case MmqTileKind::FEW16: launch_mmq_t<MmqFew16>(w0.type, mt, q, K, T, sbs, spb, grid, s); break;
+            default: launch_mmq_t<MmqMany>(w0.type, mt, q, K, T, sbs, spb, grid, s);
         }
         if (nseg > 1 && !whole) {
             int maxn = 0;
