@@ -575,13 +575,15 @@ bool mmq_whole_k(int64_t row_tiles, int64_t token_tiles, int nseg) {
     return nseg > 1 && sms > 0 && row_tiles * token_tiles >= 2 * int64_t(sms);
 }
 
-// Which block tile a tensor-core product of T tokens takes: the few-token tiles (each
-// weight unpacked once for all of them) up to 16 tokens, GLIA_MMQ_FEW=0: never.
+// Which block tile a tensor-core product of T tokens takes: with GLIA_MMQ_FEW=1, the
+// few-token tiles (each weight unpacked once for all of them) up to 16 tokens; else the
+// 64-token tiles. The same bits either way (tools/cuda_emu); off by default until timed
+// on a GPU (bench/LOG.md 2026-12-07, session 24).
 enum class MmqTileKind { MANY, FEW8, FEW16 };
 MmqTileKind mmq_tile_kind(int64_t T) {
     static const bool few = [] {
         const char* e = std::getenv("GLIA_MMQ_FEW");
-        return !(e && *e == '0');
+        return e && *e == '1';
     }();
     if (!few || T > 16) return MmqTileKind::MANY;
     return T <= 8 ? MmqTileKind::FEW8 : MmqTileKind::FEW16;

@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(128, 3) mmq_kernel(MatSet ms, Gather ga, const
         for (int k = 0; k < (WM * C * 32 + 127) / 128; ++k) {
             const int idx = tid + 128 * k;
             if (idx < WM * C * 32) {
-                const int grp = idx / (C * 32);
+                const int grp = WM == 2 ? int(idx >= C * 32) : idx / (C * 32);
                 const bool ok = grp < here;
                 cp_async16(wsm + idx, ok ? src + grp * (gstride - C * 32) + idx : W, ok);
             }
