@@ -522,17 +522,30 @@ size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 // K's segments: its superblocks, at least 2 a segment.
 KSplit segments(int64_t K) { return cut_k(int(K / 256), 2); }
 
+// Whether products of up to 16 tokens take the few-token tensor-core tiles (each weight
+// unpacked once for all of them) rather than the 64-token ones; GLIA_MMQ_FEW=0: never.
+// The same bits either way (tools/cuda_emu; the op table's alone column on the H100).
+bool mmq_few_tiles() {
+    static const bool few = [] {
+        const char* e = std::getenv("GLIA_MMQ_FEW");
+        return !(e && *e == '0');
+    }();
+    return few;
+}
+
 // Tokens from which products of weight type t run on tensor cores (the same bits either
-// way, so speed alone decides; measured on the H200, bench/LOG.md session 8: Q4_K from 8;
-// Q6_K from 16, the dp4a kernel still winning at 8; Q8_0 from 32, the dp4a kernel winning
-// at 16, its per-block float steps making the tile heavier). GLIA_MMQ_MIN_T overrides for
-// every type.
+// way, so speed alone decides). With the few-token tiles (bench/LOG.md session 24,
+// bench-ops on the H100, llama3-8b shapes): Q4_K from 4, Q6_K and Q8_0 from 8. With the
+// 64-token tiles only (session 8, H200): Q4_K from 8, Q6_K from 16, Q8_0 from 32.
+// GLIA_MMQ_MIN_T overrides for every type.
 int mmq_min_tokens(DType t) {
     static const int v = [] {
         const char* e = std::getenv("GLIA_MMQ_MIN_T");
         return e && *e ? std::max(1, std::atoi(e)) : 0;
     }();
-    return v ? v : t == DType::Q4_K ? 8 : t == DType::Q6_K ? 16 : 32;
+    if (v) return v;
+    if (mmq_few_tiles()) return t == DType::Q4_K ? 4 : 8;
+    return t == DType::Q4_K ? 8 : t == DType::Q6_K ? 16 : 32;
 }
 
 struct XQ {
@@ -575,17 +588,10 @@ bool mmq_whole_k(int64_t row_tiles, int64_t token_tiles, int nseg) {
     return nseg > 1 && sms > 0 && row_tiles * token_tiles >= 2 * int64_t(sms);
 }
 
-// Which block tile a tensor-core product of T tokens takes: with GLIA_MMQ_FEW=1, the
-// few-token tiles (each weight unpacked once for all of them) up to 16 tokens; else the
-// 64-token tiles. The same bits either way (tools/cuda_emu); off by default until timed
-// on a GPU (bench/LOG.md 2026-12-07, session 24).
+// Which block tile a tensor-core product of T tokens takes.
 enum class MmqTileKind { MANY, FEW8, FEW16 };
 MmqTileKind mmq_tile_kind(int64_t T) {
-    static const bool few = [] {
-        const char* e = std::getenv("GLIA_MMQ_FEW");
-        return e && *e == '1';
-    }();
-    if (!few || T > 16) return MmqTileKind::MANY;
+    if (!mmq_few_tiles() || T > 16) return MmqTileKind::MANY;
     return T <= 8 ? MmqTileKind::FEW8 : MmqTileKind::FEW16;
 }
 struct MmqDims {
