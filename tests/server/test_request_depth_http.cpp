@@ -192,7 +192,9 @@ TEST(ServerRequestDepth, SeventyPropertiesHoldInGeneratedOutput) {
 // follows a newline (a tab inside a string would be an escape, not the character). And
 // the arguments hold no keys beyond the parameters' properties (additionalProperties
 // absent allows none, as in the reference's grammars; before, the model wrote other keys
-// until max_tokens), so the call ends: tool_calls, finish_reason "tool_calls".
+// until max_tokens), so the call ends: tool_calls, finish_reason "tool_calls". The city's
+// maxLength keeps the random model's string from running to max_tokens (it did on a CPU
+// without AVX-512, whose kernels round differently and so sample other text).
 TEST(ServerRequestDepth, ForcedToolCallIsNotPaddedWithWhitespace) {
     ServerProcess srv(glia::test::shared_path("models/tiny-qwen3-q8_0.gguf"),
                       {"-c", "2048", "--parallel", "1", "--template",
@@ -200,7 +202,7 @@ TEST(ServerRequestDepth, ForcedToolCallIsNotPaddedWithWhitespace) {
     ASSERT_TRUE(srv.ok()) << srv.log();
     const json body = json::parse(R"({"messages":[{"role":"user","content":"What is the weather in Oslo?"}],
       "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather in a city.",
-        "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],
+        "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":24}},"required":["city"]}}}],
       "tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":200})");
     for (int seed = 0; seed < 3; ++seed) {
         json b = body;
