@@ -69,6 +69,17 @@ __device__ __forceinline__ void sums_dot(const MmqTile& t, int a0, int a1, int n
     for (int i = 0; i < 4; ++i) v[i] = 64 * rh[i] + rl[i];
 }
 
+// A warp's integer sums of one superblock, [m-tile][n-tile][output], set to zero.
+template <int NTL>
+__device__ __forceinline__ void zero_sums(int (&v)[2][NTL][4]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NTL; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) v[mt][nt][i] = 0;
+}
+
 // Output i of an mma tile: row g + 8 (i >> 1), token 2 tig + (i & 1).
 template <DType D> struct Mq;
 
@@ -94,12 +105,7 @@ template <> struct Mq<DType::Q4_K> {
                 mdup[mt][h] = __byte_perm(t.tig < 2 ? mlo : mhi, 0, (t.tig & 1) ? 0x3322 : 0x1100);
             }
         int isc[2][NTL][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NTL; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) isc[mt][nt][i] = 0;
+        zero_sums(isc);
 #pragma unroll 1
         for (int p = 0; p < 4; ++p) {
             uint32_t q[2][4];
@@ -161,12 +167,7 @@ template <> struct Mq<DType::Q6_K> {
                 scw[mt][h] = row_chunk(t, mt, h, 12);
             }
         int comb[2][NTL][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NTL; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) comb[mt][nt][i] = 0;
+        zero_sums(comb);
 #pragma unroll 1
         for (int h = 0; h < 2; ++h) {
             uint32_t lq[2][2][4], hq[2][4];  // low 4 bits (chunks 4h .. 4h + 3), high 2 bits (8 + 2h, 9 + 2h)
