@@ -53,15 +53,19 @@ void weighted_sum_scalar(int hd, int nq, const float* p, size_t p_stride, const 
 // The first cell after c (relative to the tile) where a new absolute chunk begins.
 inline int chunk_end(int pos0, int c) { return ((pos0 + c) / kAttnChunk + 1) * kAttnChunk - pos0; }
 
-// Folds one chunk's (m_k, l_k, a_k) into a query's running (m, l, a); the first chunk
-// (m = -inf) is taken as it is; a chunk without cells (m_k = -inf) changes nothing.
+// Folds one chunk's (m_k, l_k, a_k) into a query's running (m, l, a), where a and a_k are
+// averages (weights that sum to one): a = a (l x / L) + a_k (l_k y / L), L the new sum. The
+// first chunk (m = -inf) is taken as it is, bit for bit (its weight l_k / l_k is exactly
+// one); a chunk without cells (m_k = -inf) changes nothing.
 void fold_scalar(float& m, float& l, float* a, float mk, float lk, const float* ak, int hd_v) {
     if (mk == -std::numeric_limits<float>::infinity()) return;
     const float mn = std::max(m, mk);
     const float x = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - mn);
     const float y = std::exp(mk - mn);
-    l = std::fma(l, x, lk * y);
-    for (int i = 0; i < hd_v; ++i) a[i] = std::fma(a[i], x, ak[i] * y);
+    const float L = std::fma(l, x, lk * y);
+    const float wa = (l * x) / L, wb = (lk * y) / L;
+    for (int i = 0; i < hd_v; ++i) a[i] = std::fma(a[i], wa, ak[i] * wb);
+    l = L;
     m = mn;
 }
 
@@ -76,7 +80,7 @@ void fold_records_scalar(const AttnFold& f) {
             fold_scalar(m, l, acc.data(), r[0], r[1], r + 2, f.hd_v);
         }
         float* o = f.out + j * f.out_stride;
-        for (int i = 0; i < f.hd_v; ++i) o[i] = acc[i] / l;
+        std::copy(acc.begin(), acc.end(), o);
     }
 }
 
@@ -104,11 +108,14 @@ void tile_scalar(const AttnTile& t) {
                         s[c] = d;
                         mk = std::max(mk, d);
                     }
+                    // The probabilities within the chunk, rounded to f16 as the reference
+                    // rounds the softmax's (so a query whose cells lie in one chunk gets its
+                    // rounding exactly).
                     for (int c = 0; c < n; ++c) {
-                        const float e = std::exp(s[c] - mk);
-                        lk += e;
-                        s[c] = round_f16(e);
+                        s[c] = std::exp(s[c] - mk);
+                        lk += s[c];
                     }
+                    for (int c = 0; c < n; ++c) s[c] = round_f16(s[c] / lk);
                     weighted_sum_scalar(t.hd_v, 1, s.data(), n, t.v + a, t.v_type, v_off, n, ak.data());
                 }
                 if (t.partial) {
@@ -123,7 +130,7 @@ void tile_scalar(const AttnTile& t) {
             }
             if (t.partial) continue;
             float* o = t.out + h * t.out_head_stride + j * t.out_stride;
-            for (int i = 0; i < t.hd_v; ++i) o[i] = acc[i] / l;
+            std::copy(acc.begin(), acc.end(), o);
         }
 }
 

@@ -64,9 +64,13 @@ struct AttnFold {
 
 struct AttnKernels {
     // Each query of the tile: q.k over the head dimension (one FMA chain), scaled (and
-    // soft-capped); per chunk the maximum m_k, e = exp(s - m_k), their sum l_k, e rounded to
-    // f16 and the weighted sum a_k of V in cell order; chunks folded in order (m = max(m,
-    // m_k), l = l exp(m_old - m) + l_k exp(m_k - m), the same for a); out = a / l. Quantized rows are widened to f32 as they are read (exactly:
+    // soft-capped); per chunk the maximum m_k, e = exp(s - m_k), their sum l_k, and the
+    // weighted sum a_k of V in cell order; chunks folded in order (m = max(m, m_k), l = l
+    // exp(m_old - m) + l_k exp(m_k - m), the same for a). The scalar level weighs V by e / l_k
+    // rounded to f16, as the reference rounds its softmax (exact for a query whose cells lie
+    // in one chunk), keeps a as an average and folds it by weights l x / L and l_k y / L
+    // (out = a); the AVX-512 level still weighs by e rounded to f16 and divides at the end
+    // (out = a / l). Quantized rows are widened to f32 as they are read (exactly:
     // value times scale), so a query's bits depend on the cache's values only.
     void (*tile)(const AttnTile& t);
     // The fold of partial-mode records: out bit for bit what one tile call over all the
