@@ -154,24 +154,26 @@ std::unique_ptr<DispatchPlan> Dispatcher::compile(Graph& g) {
         for (const Tensor* s : plan->exec[j].node.src)
             if (s && s->root()->role == TensorRole::ACTIVATION) last[s->root()] = j;
     last[plan->output->root()] = n_exec;
-    // Two nodes a backend runs as one launch: what the first reads and writes lives through
-    // the second, so that neither writes where the other reads.
+    // Nodes a backend runs as one launch (each launching with the next): what any of them
+    // reads and writes lives through the last, so that none writes where another reads.
+    std::vector<const Tensor*> run;  // what the launch so far reads and writes
     for (int j = 0; j + 1 < n_exec; ++j) {
         const Node& a = plan->exec[j].node;
         const Node& b = plan->exec[j + 1].node;
-        if (a.op == Op::COPY || b.op == Op::COPY) continue;
         const auto la = loc.find(a.out), lb = loc.find(b.out);
-        if (la == loc.end() || lb == loc.end() || la->second != lb->second ||
-            !backends_[la->second]->launches_with_next(a, b))
+        if (a.op == Op::COPY || b.op == Op::COPY || la == loc.end() || lb == loc.end() ||
+            la->second != lb->second || !backends_[la->second]->launches_with_next(a, b)) {
+            run.clear();
             continue;
-        auto extend = [&](const Tensor* t) {
-            if (!t || t->root()->role != TensorRole::ACTIVATION) return;
-            auto it = last.find(t->root());
-            if (it == last.end()) last[t->root()] = j + 1;
-            else if (it->second == j) it->second = j + 1;
-        };
-        for (const Tensor* s : a.src) extend(s);
-        extend(a.out);
+        }
+        for (const Tensor* s : a.src)
+            if (s && s->root()->role == TensorRole::ACTIVATION) run.push_back(s->root());
+        if (a.out->root()->role == TensorRole::ACTIVATION) run.push_back(a.out->root());
+        for (const Tensor* t : run) {
+            auto it = last.find(t);
+            if (it == last.end()) last[t] = j + 1;
+            else it->second = std::max(it->second, j + 1);
+        }
     }
     plan->arena_need.assign(backends_.size(), 0);
     for (int d = 0; d < static_cast<int>(backends_.size()); ++d) {

@@ -415,6 +415,56 @@ TEST(CudaPairs, RoutingAndQkNormsLaunchTogetherInRealGraphs) {
     }
 }
 
+// A one-token step's ADD + RMS_NORM pairs, lone RMS_NORMs and SWIGLUs launch as the
+// prologues of the packed products that read them (prologue.h): in real decode graphs every
+// one of them is taken once the memory plan knows (launches_with_next), which it must for
+// each product of the group and the nodes before it (the prologue reads the ADD's operands
+// while the products write their outputs).
+TEST(CudaPairs, DecodeProloguesLaunchWithTheirProducts) {
+    for (const char* stem : {"tiny-llama-q4_k_m", "tiny-qwen3-q8_0"}) {
+        auto m = Model::load(model_path(stem));
+        const ModelProfile& p = m->profile();
+        StandinBackend dev;
+        dev.set_filter([](const Node& n) { return cuda::node_supported(n); });
+        dev.set_pairing([](const Node& a, const Node& b) { return cuda::pairs_with_next(a, b); });
+        std::map<std::string, int> seen, taken;
+        dev.set_observer([&](const std::vector<const Node*>& nodes) {
+            for (size_t g = 1; g < nodes.size(); ++g) {
+                const Node& n = *nodes[g];
+                if (n.op != Op::MATMUL || n.src[MatmulArg::X]->n_rows() != 1) continue;
+                const Node& before = *nodes[g - 1];
+                if (before.op == Op::MATMUL) continue;  // inside a group
+                // the group: the products of this input and weight type that follow (one launch)
+                std::vector<const Node*> prods;
+                for (size_t k = g; k < nodes.size() && nodes[k]->op == Op::MATMUL &&
+                                   nodes[k]->src[MatmulArg::X]->data == n.src[MatmulArg::X]->data &&
+                                   nodes[k]->src[MatmulArg::W]->type == n.src[MatmulArg::W]->type;
+                     ++k)
+                    prods.push_back(nodes[k]);
+                std::string what;
+                std::vector<const Node*> pre;
+                if (before.op == Op::SWIGLU) what = "SWIGLU", pre = {&before};
+                else if (before.op == Op::RMS_NORM && g >= 2 && nodes[g - 2]->op == Op::ADD &&
+                         before.src[NormArg::X] == nodes[g - 2]->out)
+                    what = "ADD+RMS_NORM", pre = {nodes[g - 2], &before};
+                else if (before.op == Op::RMS_NORM) what = "RMS_NORM", pre = {&before};
+                if (what.empty() || before.out->data != n.src[MatmulArg::X]->data) continue;
+                ++seen[what];
+                taken[what] += cuda::prologue_launches_with(pre.data(), int(pre.size()), prods.data(), int(prods.size()));
+            }
+        });
+        SessionOptions so;
+        so.placement = split(p, 0);
+        so.devices = {&dev};
+        const auto& gp = model_cases().front().prompts.front();
+        evaluate(*m, prompt_tokens(gp.j), 3, so);
+        for (const char* w : {"SWIGLU", "ADD+RMS_NORM", "RMS_NORM"}) {
+            EXPECT_GT(seen[w], 0) << stem << ": no one-token " << w << " before a product";
+            EXPECT_EQ(taken[w], seen[w]) << stem << ": " << w << " launched apart from its products";
+        }
+    }
+}
+
 // The RoPE of q and of k run as one kernel only when neither output lands on the other's
 // input: the activation arena may give k's output the bytes of q's input once the separate
 // kernels would be done with them, and run together that is a race (it was one: sampled

@@ -197,6 +197,115 @@ int check_products() {
     return bad;
 }
 
+// The one-token products' prologues (prologue.h): a SWIGLU, an RMS_NORM, or an ADD and the
+// RMS_NORM of its sum run inside the products' launch must give the bits of the separate
+// kernels and the product after them, in their outputs and the products'; and the segment's
+// test (prologue_fusable) must refuse an output over an input. Returns the failed checks.
+int check_prologues() {
+    using namespace glia::emucuda;
+    int bad = 0;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0})
+        for (int64_t K : {int64_t(768), int64_t(2048), int64_t(4096)}) {
+            const int64_t Ns[2] = {70, 33};
+            const quant::TypeTraits& tr = quant::traits(t);
+            const size_t row_bytes = size_t(K / tr.block_size) * tr.type_size;
+            std::vector<std::vector<uint8_t>> packed(2);
+            std::vector<Tensor> ws;
+            for (int m = 0; m < 2; ++m) {
+                std::vector<float> wf(size_t(Ns[m] * K));
+                for (float& v : wf) v = nd(rng) * 0.05f;
+                std::vector<uint8_t> raw(row_bytes * size_t(Ns[m]));
+                for (int64_t r = 0; r < Ns[m]; ++r) tr.quantize_row(wf.data() + r * K, raw.data() + size_t(r) * row_bytes, K);
+                ws.push_back(Tensor::make(t, K, Ns[m]));
+                const PackedShape ps = packed_shape(ws.back());
+                packed[m].resize(ps.main_bytes() + ps.side_bytes(t) + 64);
+                launch_pack(t, raw.data(), row_bytes, ps, packed[m].data(), nullptr);
+                ws.back().data = packed[m].data();
+                ws.back().role = TensorRole::WEIGHT;
+            }
+            // Operands: a, b (x and y of the prologue), the norm's weight g.
+            std::vector<float> a(static_cast<size_t>(K)), b(static_cast<size_t>(K)), g(static_cast<size_t>(K));
+            // Magnitudes over a wide range, so that another summation order changes the norm's bits.
+            for (float& v : a) v = nd(rng) * std::exp(2.0f * nd(rng));
+            for (float& v : b) v = nd(rng) * std::exp(2.0f * nd(rng));
+            for (float& v : g) v = 1.0f + 0.1f * nd(rng);
+            auto row = [&](std::vector<float>& v) {
+                Tensor x = Tensor::make(DType::F32, K);
+                x.data = v.data();
+                return x;
+            };
+            for (ProKind kind : {PRO_SWIGLU, PRO_NORM, PRO_ADD_NORM}) {
+                // run 0: the separate kernels; run 1: the prologue. Outputs: act, sum, products.
+                std::vector<float> act[2], sum[2], out[2][2];
+                for (int run = 0; run < 2; ++run) {
+                    act[run].assign(size_t(K), -1.0f), sum[run].assign(size_t(K), -1.0f);
+                    Tensor ta = row(a), tb = row(b), tg = row(g), tact = row(act[run]), tsum = row(sum[run]);
+                    Node add, pre;
+                    add.op = Op::ADD, add.src[BinaryArg::A] = &ta, add.src[BinaryArg::B] = &tb, add.out = &tsum;
+                    if (kind == PRO_SWIGLU) {
+                        pre.op = Op::SWIGLU, pre.src[BinaryArg::A] = &ta, pre.src[BinaryArg::B] = &tb;
+                    } else {
+                        pre.op = Op::RMS_NORM, pre.params = NormParams{1e-5f};
+                        pre.src[NormArg::X] = kind == PRO_NORM ? &ta : &tsum, pre.src[NormArg::W] = &tg;
+                    }
+                    pre.out = &tact;
+                    std::vector<Tensor> outs;
+                    std::vector<Node> prods;
+                    outs.reserve(2), prods.reserve(2);
+                    for (int m = 0; m < 2; ++m) {
+                        out[run][m].assign(size_t(Ns[m]), -1.0f);
+                        outs.push_back(Tensor::make(DType::F32, Ns[m]));
+                        outs.back().data = out[run][m].data();
+                        prods.push_back(matmul_node(ws[size_t(m)], tact, outs.back()));
+                    }
+                    const Node* pp[2] = {&prods[0], &prods[1]};
+                    const Node* pres[2] = {&add, &pre};
+                    const Node* const* pr = kind == PRO_ADD_NORM ? pres : pres + 1;
+                    const int npre = kind == PRO_ADD_NORM ? 2 : 1;
+                    std::vector<uint8_t> scratch(matmul_packed_scratch_bytes(pp, 2) + 256);
+                    if (run == 0) {
+                        if (kind == PRO_SWIGLU) launch_binary(pre, nullptr);
+                        else if (kind == PRO_NORM) launch_rms_norm(pre, nullptr);
+                        else launch_add_rms_norm(add, pre, nullptr);
+                        launch_matmul_packed(pp, 2, nullptr, scratch.data());
+                        continue;
+                    }
+                    if (prologue_fusable(pr, npre, pp, 2, true) != kind) {
+                        std::printf("prologue %d K=%lld: not taken\n", int(kind), (long long)K);
+                        ++bad;
+                        continue;
+                    }
+                    // An output over an input is refused.
+                    Tensor over = tact;
+                    over.data = kind == PRO_SWIGLU ? tb.data : tg.data;
+                    Node clash = pre;
+                    clash.out = &over;
+                    const Node* cpres[2] = {&add, &clash};
+                    if (prologue_fusable(kind == PRO_ADD_NORM ? cpres : cpres + 1, npre, pp, 2, true) != PRO_NONE) {
+                        std::printf("prologue %d K=%lld: an output over an input was taken\n", int(kind), (long long)K);
+                        ++bad;
+                    }
+                    const ActPrologue pro = prologue_of(kind, pr);
+                    launch_matmul_packed(pp, 2, nullptr, scratch.data(), &pro);
+                }
+                int differ = std::memcmp(act[0].data(), act[1].data(), size_t(K) * 4) != 0;
+                if (kind == PRO_ADD_NORM) differ += std::memcmp(sum[0].data(), sum[1].data(), size_t(K) * 4) != 0;
+                for (int m = 0; m < 2; ++m)
+                    differ += std::memcmp(out[0][m].data(), out[1][m].data(), size_t(Ns[m]) * 4) != 0;
+                bad += differ != 0;
+                const char* names[] = {"", "SWIGLU", "RMS_NORM", "ADD+RMS_NORM"};
+                char what[96];
+                std::snprintf(what, sizeof what, "prologue %s -> MATMUL packed %s K=%lld x2", names[kind], dtype_name(t),
+                              (long long)K);
+                std::printf("%-60s %s %d of %d outputs not bit-equal\n", what, differ ? "BAD" : "ok ", differ,
+                            kind == PRO_ADD_NORM ? 4 : 3);
+            }
+        }
+    return bad;
+}
+
 // MoE expert products on packed stacks (k_mmvq.cu): the pairs' products by the dp4a kernel
 // (fewer than 8 pairs an expert: 1 and 2 tokens) and by tensor cores over the pairs sorted
 // by expert (13 and 40 tokens) must give every token the same bits, and all be near the double
@@ -429,6 +538,7 @@ int main() {
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "products")
         return check_products() + check_mma16_products() + check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "packed") return check_products();
+    if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "prologues") return check_prologues();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "moe") return check_moe_packed();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "mma16") return check_mma16_products();
     if (const char* e = std::getenv("GLIA_EMU_ONLY"); e && std::string(e) == "attention")
@@ -519,7 +629,7 @@ int main() {
             run(r);
         }
     }
-    const int pb = check_products() + check_mma16_products() + check_moe_packed() + check_attention_core() +
+    const int pb = check_products() + check_prologues() + check_mma16_products() + check_moe_packed() + check_attention_core() +
                    check_attention_tc();
     std::printf("%d of %d checks failed\n", bad + pb, n + 24);
     return bad + pb;

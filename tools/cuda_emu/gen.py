@@ -86,11 +86,12 @@ def dyn_smem(s):
     return s.replace('extern __shared__ __align__(16) uint8_t smem[];',
                      'uint8_t* smem = reinterpret_cast<uint8_t*>(g_dyn.data());')
 
-parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('glu.cuh'), body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'), body('packed_terms.cuh'), dyn_smem(body('mmq_tile.cuh')),
-         dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
+parts = [body('ksplit.cuh'), body('rowvec.cuh'), body('glu.cuh'), body('prologue.h'), body('act_prologue.cuh'),
+         body('dequant.cuh'), body('strided.cuh'), body('launch.cuh'), body('packed.cuh'), body('packed_terms.cuh'),
+         dyn_smem(body('mmq_tile.cuh')), dyn_smem(body('k_mmvq.cu')), dyn_smem(body('k_mma16.cu'))]
 parts.append(body('kv_rows.cuh'))  # the KV cache row types of k_attention.cu
-for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_matmul.cu', 'k_attention.cu',
-          'k_attention_tc.cu']:
+for f in ['k_gemv.cu', 'k_mix.cu', 'k_recurrent.cu', 'k_moe_conv.cu', 'k_rows.cu', 'k_fused.cu', 'prologue.cu',
+          'k_matmul.cu', 'k_attention.cu', 'k_attention_tc.cu']:
     # names each file keeps to itself on the device (one translation unit each there)
     parts.append(dyn_smem(body(f)).replace('kThreads', 'kThreads_' + f.split('.')[0])
                  .replace('kWarps', 'kWarps_' + f.split('.')[0])

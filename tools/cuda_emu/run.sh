@@ -3,7 +3,9 @@
 # (gen.py, emu.h; mma.sync int8 and f16/bf16, ldmatrix, cp.async emulated) and runs them
 # through the op harness against the scalar references; the packed products at 1, 3, 8, 16, 40
 # and 130 tokens and three grouped in one launch for bit equality (with the tensor-core kernel's
-# split and whole-K paths: GLIA_EMU_SMS; its 8-, 16- and 64-token tiles: GLIA_MMQ_MIN_T=2, GLIA_MMQ_FEW=0); the F16/BF16 tensor-core products at 1, 3, 20 and
+# split and whole-K paths: GLIA_EMU_SMS; its 8-, 16- and 64-token tiles: GLIA_MMQ_MIN_T=2 with
+# GLIA_MMQ_FEW=1 and without); the one-token products' prologues (SWIGLU, RMS_NORM, ADD + RMS_NORM
+# in the products' launch, prologue.h) against the separate kernels, bit for bit; the F16/BF16 tensor-core products at 1, 3, 20 and
 # 130 tokens and grouped by input (the many-token products on the mma.sync tile kernel and,
 # GLIA_MMA16_WGMMA=1, on warpgroup instructions: wgmma emulated with B read through its
 # descriptor as documented); the CUDA-core attention over f16, bf16, q8_0 and q4_0 caches
@@ -31,8 +33,8 @@ status=0
 [ -n "${GLIA_EMU_ONLY:-}" ] && exit $status  # the caller chose one part: the rest is not asked for
 echo "== packed products, whole-K tensor-core path (GLIA_EMU_SMS=1)"
 GLIA_EMU_SMS=1 GLIA_EMU_ONLY=products "$work/driver" || status=1
-echo "== packed products, every type on tensor cores from 2 tokens, the few-token tiles (GLIA_MMQ_MIN_T=2)"
-GLIA_MMQ_MIN_T=2 GLIA_EMU_ONLY=packed "$work/driver" || status=1
+echo "== packed products, every type on tensor cores from 2 tokens, the few-token tiles (GLIA_MMQ_MIN_T=2 GLIA_MMQ_FEW=1)"
+GLIA_MMQ_MIN_T=2 GLIA_MMQ_FEW=1 GLIA_EMU_ONLY=packed "$work/driver" || status=1
 echo "== packed products, every type on tensor cores from 2 tokens, the 64-token tiles (GLIA_MMQ_MIN_T=2 GLIA_MMQ_FEW=0)"
 GLIA_MMQ_MIN_T=2 GLIA_MMQ_FEW=0 GLIA_EMU_ONLY=packed "$work/driver" || status=1
 echo "== the CUDA-core attention over f16 caches too (GLIA_CUDA_ATTN_TC=0)"

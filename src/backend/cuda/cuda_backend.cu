@@ -112,6 +112,10 @@ private:
     std::vector<uint8_t> fused_;   // per node: how many nodes launch together from here (0: inside a group)
     // per node: its launch also covers the next one (Pair: ADD + RMS_NORM, ROPE q + ROPE k)
     std::vector<uint8_t> pair_;
+    // per node starting a packed product group: the prologue (prologue.h) of the nodes from
+    // pro_first_ up to it, which then launch with the products
+    std::vector<uint8_t> pro_;
+    std::vector<uint32_t> pro_first_;
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -421,8 +425,8 @@ public:
 
     // Products of one input in one launch: packed weights (matmul_packed_fusable pairs) or
     // F16/BF16 on tensor cores (mma16_fusable).
-    void launch_matmul_group(const Node* const* nodes, int count, bool packed) {
-        if (packed) launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)));
+    void launch_matmul_group(const Node* const* nodes, int count, bool packed, const ActPrologue* pro = nullptr) {
+        if (packed) launch_matmul_packed(nodes, count, stream_, scratch(matmul_packed_scratch_bytes(nodes, count)), pro);
         else launch_matmul_mma16(nodes, count, stream_, act_scratch(*nodes[0]));
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
@@ -531,6 +535,27 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         for (size_t k = i + 1; k < j; ++k) fused_[k] = 0;
         i = j;
     }
+    // One-token product groups take the SWIGLU, RMS_NORM or ADD + RMS_NORM before them as
+    // their prologue.
+    pro_.assign(nodes_.size(), PRO_NONE);
+    pro_first_.assign(nodes_.size(), 0);
+    for (size_t g = 1; fuse && prologues_enabled() && g < nodes_.size(); ++g) {
+        if (fused_[g] == 0 || nodes_[g].op != Op::MATMUL || !packed_[g] || pair_[g]) continue;
+        const Node* prods[8];
+        for (int k = 0; k < fused_[g]; ++k) prods[k] = &nodes_[g + size_t(k)];
+        if (g >= 2 && pair_[g - 2] == ADD_NORM) {
+            const Node* pre[2] = {&nodes_[g - 2], &nodes_[g - 1]};
+            if (prologue_fusable(pre, 2, prods, fused_[g], true) == PRO_ADD_NORM) {
+                pro_[g] = PRO_ADD_NORM, pro_first_[g] = uint32_t(g - 2);
+                fused_[g - 2] = 0, pair_[g - 2] = NONE;
+            }
+            continue;
+        }
+        if (fused_[g - 1] != 1 || pair_[g - 1]) continue;
+        const Node* pre[1] = {&nodes_[g - 1]};
+        const ProKind k = prologue_fusable(pre, 1, prods, fused_[g], true);
+        if (k != PRO_NONE) pro_[g] = k, pro_first_[g] = uint32_t(g - 1), fused_[g - 1] = 0;
+    }
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const bool copy = nodes_[i].op == Op::COPY;
         if (runs_.empty() || runs_.back().copy || copy) runs_.push_back(Run{i, 0, copy});
@@ -548,10 +573,16 @@ void CudaSegment::launch_range(size_t first, size_t count) {
         if (fused_[i] == 0) continue;
         if (pair_[i]) {
             b_.launch_pair(Pair(pair_[i]), nodes_[i], nodes_[i + 1]);
-        } else if (fused_[i] > 1) {
+        } else if (fused_[i] > 1 || pro_[i]) {
             const Node* group[8];
             for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];
-            b_.launch_matmul_group(group, fused_[i], packed_[i] != 0);
+            if (pro_[i]) {
+                const Node* pre[2] = {&nodes_[pro_first_[i]], &nodes_[std::min<size_t>(pro_first_[i] + 1, i - 1)]};
+                const ActPrologue pro = prologue_of(ProKind(pro_[i]), pre);
+                b_.launch_matmul_group(group, fused_[i], true, &pro);
+            } else {
+                b_.launch_matmul_group(group, fused_[i], packed_[i] != 0);
+            }
         } else {
             b_.launch(nodes_[i], packed_[i] != 0);
         }
@@ -620,7 +651,20 @@ bool node_supported(const Node& n) { return CudaBackend::supports_node(n); }
 
 bool launched_together(const Node& a, const Node& b) { return pair_of(a, b) != NONE; }
 
-bool pairs_with_next(const Node& a, const Node& b) { return pair_of(a, b, false) != NONE; }
+bool pairs_with_next(const Node& a, const Node& b) {
+    if (pair_of(a, b, false) != NONE) return true;
+    // A prologue and its products (prologue.h), and the products of one packed group: what
+    // each reads and writes lives until the launch's last node.
+    if (b.op != Op::MATMUL || !packed_weight(b.src[MatmulArg::W])) return false;
+    if (a.op == Op::MATMUL && packed_weight(a.src[MatmulArg::W])) return matmul_packed_fusable(a, b);
+    const Node* pre[1] = {&a};
+    const Node* prods[1] = {&b};
+    return prologue_fusable(pre, 1, prods, 1, false) != PRO_NONE;
+}
+
+bool prologue_launches_with(const Node* const* pre, int npre, const Node* const* products, int count) {
+    return prologue_fusable(pre, npre, products, count, true) != PRO_NONE;
+}
 
 bool products_grouped(const Node& a, const Node& b) { return mma16_max_group() > 1 && mma16_fusable(a, b); }
 

@@ -28,7 +28,12 @@ bool node_supported(const Node& n);
 // the RoPE of q and of k, the norms of q and of k, a MoE selection and its weights): only when the pair computes what the two launches would, which
 // includes that neither writes where the other reads. No device needed.
 bool launched_together(const Node& a, const Node& b);
-// What the backend's launches_with_next() answers (the pairs above, memory aside).
+// Whether nodes pre[0..npre) (a SWIGLU, an RMS_NORM, or an ADD and the RMS_NORM of its sum)
+// launch as the prologue of the one-token packed products[0..count) that read their output
+// (prologue.h), their memory as placed. No device needed.
+bool prologue_launches_with(const Node* const* pre, int npre, const Node* const* products, int count);
+// What the backend's launches_with_next() answers (the pairs above and the prologues, memory
+// aside, and the products of one packed group).
 bool pairs_with_next(const Node& a, const Node& b);
 // Whether F16/BF16 products a (the group's first) and b run as one tensor-core launch: the
 // same input, weight type and K, 16-byte weight rows, and no output over the input. No

@@ -21,6 +21,7 @@
 // down products by one kernel, and the down products are added in selection order.
 #include <cstdlib>
 
+#include "act_prologue.cuh"
 #include "dequant.cuh"
 #include "glu.cuh"
 #include "launch.cuh"
@@ -192,13 +193,16 @@ constexpr int kSbBytes = 256 + 64 + 32;
 // With x32 (one token, NT = 1), each warp quantizes its own segment of x into shared
 // memory first (quantize_block256, as the separate kernel does) instead of reading xq/xd/xs.
 // G: the grid's y is a pair of ga (NT = 1), its expert's matrix and activation row.
-template <DType D, int NT, bool G = false>
+// P (one token, x32 = pro.x): the row is made by the prologue pro (act_prologue.cuh) first.
+template <DType D, int NT, bool G = false, int P = PRO_NONE>
 __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const int8_t* __restrict__ xq,
                                                    const float* __restrict__ xd, const int* __restrict__ xs, int K,
-                                                   int T, int sb_per_seg, const float* __restrict__ x32) {
+                                                   int T, int sb_per_seg, const float* __restrict__ x32,
+                                                   ActPrologue pro) {
     extern __shared__ float part[];
     constexpr int C = Pk<D>::C, NS = Pk<D>::NS;
     static_assert(!G || NT == 1, "a pair a block column");
+    static_assert(P == PRO_NONE || (NT == 1 && !G), "a prologue makes one token's row");
     pdl_next();
     int mi = 0;
 #pragma unroll
@@ -242,13 +246,24 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const i
         if (j0 < j1) load(wa, sa, j0);
         if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
         pdl_wait();  // the weights' loads are out; x is the previous kernel's
+        float pscale = 0.0f;
+        if constexpr (P == PRO_NORM || P == PRO_ADD_NORM) pscale = pro_norm_scale<P>(pro);
+        if constexpr (P != PRO_NONE)
+            if (blockIdx.x == 0 && blockIdx.y == 0) pro_store<P>(pro, pscale);
         // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 8 scales).
         uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * kSbBytes;
         int8_t* q8 = reinterpret_cast<int8_t*>(mine);
         int* s16 = reinterpret_cast<int*>(mine + sb_per_seg * 256);
         float* sd = reinterpret_cast<float*>(mine + sb_per_seg * (256 + 64));
-        for (int j = j0; j < j1; ++j)
-            quantize_block256<NS>(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane);
+        for (int j = j0; j < j1; ++j) {
+            if constexpr (P == PRO_NONE) {
+                quantize_block256<NS>(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane);
+            } else {
+                float v[8];
+                pro_values<P>(pro, pscale, int64_t(j) * 256 + lane * 8, v);
+                quantize_vals256<NS>(v, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane, nullptr);
+            }
+        }
         __syncwarp();
         if (kTwo) {
             for (int j = j0; j < j1; j += 2) {
@@ -637,23 +652,28 @@ void launch_mmq_t(DType t, const MatSet& mt, const XQ& q, int K, int T, int sbs,
     }
 }
 
-template <DType D, int NT, bool G = false>
+template <DType D, int NT, bool G = false, int P = PRO_NONE>
 void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32 = nullptr,
-                 const Gather& ga = Gather{}) {
+                 const Gather& ga = Gather{}, const ActPrologue& pro = ActPrologue{}) {
     const auto [nsb, sbs, nseg] = segments(K);
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
     if (x32) smem += size_t(nseg) * sbs * kSbBytes;
-    launch_pdl(mmvq_kernel<D, NT, G>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, ga, static_cast<const int8_t*>(x.q),
-               static_cast<const float*>(x.d), static_cast<const int*>(x.s), K, T, sbs, x32);
+    launch_pdl(mmvq_kernel<D, NT, G, P>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, ga,
+               static_cast<const int8_t*>(x.q), static_cast<const float*>(x.d), static_cast<const int*>(x.s), K, T,
+               sbs, x32, pro);
 }
 
 template <DType D>
-void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32) {
+void launch_mmvq_t(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, const float* x32,
+                   const ActPrologue* pro) {
     if (T >= 5) launch_mmvq<D, 8>(ms, K, x, T, s);
     else if (T >= 3) launch_mmvq<D, 4>(ms, K, x, T, s);
     else if (T == 2) launch_mmvq<D, 2>(ms, K, x, T, s);
-    else launch_mmvq<D, 1>(ms, K, x, T, s, x32);
+    else if (!pro) launch_mmvq<D, 1>(ms, K, x, T, s, x32);
+    else if (pro->kind == PRO_SWIGLU) launch_mmvq<D, 1, false, PRO_SWIGLU>(ms, K, x, T, s, pro->x, Gather{}, *pro);
+    else if (pro->kind == PRO_NORM) launch_mmvq<D, 1, false, PRO_NORM>(ms, K, x, T, s, pro->x, Gather{}, *pro);
+    else launch_mmvq<D, 1, false, PRO_ADD_NORM>(ms, K, x, T, s, pro->x, Gather{}, *pro);
 }
 
 // MoE experts with packed stacks: the scratch's parts.
@@ -928,17 +948,27 @@ bool matmul_packed_fusable(const Node& a, const Node& b) {
 
 int matmul_packed_max_group() { return kMaxMats; }
 
-void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch) {
+// One token: the dp4a kernel quantizes its own slices (one launch less per product), when
+// its blocks' slices fit in shared memory (with a prologue, with room for its 32 sums).
+bool matmul_packed_one_token(const Node& n0, bool prologue) {
+    const Tensor& w0 = *n0.src[MatmulArg::W];
+    const Tensor& x = *n0.src[MatmulArg::X];
+    const KSplit sg = segments(w0.ne[0]);
+    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) + (prologue ? 128 : 0) <= 48 * 1024;
+    return x.n_rows() == 1 && 1 < mmq_min_tokens(w0.type) && fits && x.nb[1] % 16 == 0;
+}
+
+void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch, const ActPrologue* pro) {
     const Node& n0 = *nodes[0];
     const Tensor& w0 = *n0.src[MatmulArg::W];
     const Tensor& x = *n0.src[MatmulArg::X];
     const int K = int(w0.ne[0]), T = int(x.n_rows());
     const XQ q = carve(scratch, K, T);
-    // One token: the dp4a kernel quantizes its own slices (one launch less per product).
     const KSplit sg = segments(K);
-    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) <= 48 * 1024;
     const bool tensor_cores = T >= mmq_min_tokens(w0.type);
-    const float* x32 = T == 1 && !tensor_cores && fits && (x.nb[1] % 16 == 0) ? x.ptr<float>() : nullptr;
+    if (pro && pro->kind == PRO_NONE) pro = nullptr;
+    const float* x32 = matmul_packed_one_token(n0, pro != nullptr) ? x.ptr<float>() : nullptr;
+    if (pro && !x32) fail("cuda: a prologue on a product that is not one token's");
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {
         const unsigned blocks = unsigned((threads + 255) / 256);
@@ -991,9 +1021,9 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
         return;
     }
     switch (w0.type) {
-        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ms, K, q, T, s, x32); break;
-        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ms, K, q, T, s, x32); break;
-        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ms, K, q, T, s, x32); break;
+        case DType::Q4_K: launch_mmvq_t<DType::Q4_K>(ms, K, q, T, s, x32, pro); break;
+        case DType::Q6_K: launch_mmvq_t<DType::Q6_K>(ms, K, q, T, s, x32, pro); break;
+        case DType::Q8_0: launch_mmvq_t<DType::Q8_0>(ms, K, q, T, s, x32, pro); break;
         default: fail("cuda: no packed matmul for ", dtype_name(w0.type));
     }
 }

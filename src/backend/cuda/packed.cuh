@@ -15,6 +15,7 @@
 // F x E rows: expert e's row groups are F / 32 consecutive groups from e F / 32.
 #pragma once
 #include "common.cuh"
+#include "prologue.h"
 #include "placement/placement.h"
 
 namespace glia::cuda {
@@ -68,7 +69,12 @@ void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShap
 // MATMUL and GET_ROWS whose weight operand is packed. Products of one input with weights
 // of one type and K (q/k/v, gate/up) may go in one launch: `count` nodes, at most
 // matmul_packed_max_group(), each pair matmul_packed_fusable.
-void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch);
+// pro: the activation row made by a prologue (prologue.h; matmul_packed_one_token only).
+void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch,
+                          const ActPrologue* pro = nullptr);
+// Whether the product runs on the one-token dp4a kernel that quantizes its own activations
+// (no device needed); prologue: with room for one (prologue.h).
+bool matmul_packed_one_token(const Node& n0, bool prologue = false);
 bool matmul_packed_fusable(const Node& a, const Node& b);
 int matmul_packed_max_group();
 size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count);
