@@ -542,7 +542,12 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
     for (size_t g = 1; fuse && prologues_enabled() && g < nodes_.size(); ++g) {
         if (fused_[g] == 0 || nodes_[g].op != Op::MATMUL || !packed_[g] || pair_[g]) continue;
         const Node* prods[8];
-        for (int k = 0; k < fused_[g]; ++k) prods[k] = &nodes_[g + size_t(k)];
+        int64_t blocks = 0;  // each block makes the whole row: not for grids of too many (prologue_max_blocks)
+        for (int k = 0; k < fused_[g]; ++k) {
+            prods[k] = &nodes_[g + size_t(k)];
+            blocks += (prods[k]->src[MatmulArg::W]->ne[1] + 31) / 32;
+        }
+        if (blocks > prologue_max_blocks()) continue;
         if (g >= 2 && pair_[g - 2] == ADD_NORM) {
             const Node* pre[2] = {&nodes_[g - 2], &nodes_[g - 1]};
             if (prologue_fusable(pre, 2, prods, fused_[g], true) == PRO_ADD_NORM) {

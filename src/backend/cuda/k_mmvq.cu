@@ -538,13 +538,14 @@ size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 KSplit segments(int64_t K) { return cut_k(int(K / 256), 2); }
 
 // Whether products of up to 16 tokens take the few-token tensor-core tiles (each weight
-// unpacked once for all of them) rather than the 64-token ones: GLIA_MMQ_FEW=1 (off by
-// default until the goldens run with them on and their speed beside the reference).
-// The same bits either way (tools/cuda_emu; the op table's alone column on the H100).
+// unpacked once for all of them) rather than the 64-token ones; GLIA_MMQ_FEW=0: the
+// 64-token tiles and their thresholds. The same bits either way (tools/cuda_emu; the op
+// table's alone column and --check-alone on the H100); llama3-8b batched decode of 4 / 8 /
+// 16 sequences 1.28 / 1.71 / 1.64x the 64-token tiles' (bench/LOG.md session 25).
 bool mmq_few_tiles() {
     static const bool few = [] {
         const char* e = std::getenv("GLIA_MMQ_FEW");
-        return e && *e == '1';
+        return !(e && *e == '0');
     }();
     return few;
 }

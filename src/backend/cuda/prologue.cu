@@ -27,6 +27,14 @@ bool prologues_enabled() {
     return on;
 }
 
+int64_t prologue_max_blocks() {
+    static const int64_t v = [] {
+        const char* e = std::getenv("GLIA_CUDA_PROLOGUE_MAX_BLOCKS");
+        return e && *e ? int64_t(std::atoll(e)) : int64_t(1) << 40;
+    }();
+    return v;
+}
+
 ProKind prologue_fusable(const Node* const* pre, int npre, const Node* const* products, int count, bool placed) {
     if (npre < 1 || npre > 2 || count < 1) return PRO_NONE;
     const Node& last = *pre[npre - 1];

@@ -42,5 +42,8 @@ ProKind prologue_fusable(const Node* const* pre, int npre, const Node* const* pr
 ActPrologue prologue_of(ProKind kind, const Node* const* pre);
 // Whether segments launch prologues with their products (GLIA_CUDA_PROLOGUE).
 bool prologues_enabled();
+// The most blocks (32-row groups) of a product group that takes a prologue: each block reads
+// the whole row to make it (GLIA_CUDA_PROLOGUE_MAX_BLOCKS; default: no limit).
+int64_t prologue_max_blocks();
 
 }  // namespace glia::cuda
