@@ -539,7 +539,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
     // their prologue.
     pro_.assign(nodes_.size(), PRO_NONE);
     pro_first_.assign(nodes_.size(), 0);
-    for (size_t g = 1; fuse && prologues_enabled() && g < nodes_.size(); ++g) {
+    for (size_t g = 1; fuse && g < nodes_.size(); ++g) {
         if (fused_[g] == 0 || nodes_[g].op != Op::MATMUL || !packed_[g] || pair_[g]) continue;
         const Node* prods[8];
         int64_t blocks = 0;  // each block makes the whole row: not for grids of too many (prologue_max_blocks)
@@ -550,7 +550,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         if (blocks > prologue_max_blocks()) continue;
         if (g >= 2 && pair_[g - 2] == ADD_NORM) {
             const Node* pre[2] = {&nodes_[g - 2], &nodes_[g - 1]};
-            if (prologue_fusable(pre, 2, prods, fused_[g], true) == PRO_ADD_NORM) {
+            if (prologues_enabled(PRO_ADD_NORM) && prologue_fusable(pre, 2, prods, fused_[g], true) == PRO_ADD_NORM) {
                 pro_[g] = PRO_ADD_NORM, pro_first_[g] = uint32_t(g - 2);
                 fused_[g - 2] = 0, pair_[g - 2] = NONE;
             }
@@ -559,7 +559,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         if (fused_[g - 1] != 1 || pair_[g - 1]) continue;
         const Node* pre[1] = {&nodes_[g - 1]};
         const ProKind k = prologue_fusable(pre, 1, prods, fused_[g], true);
-        if (k != PRO_NONE) pro_[g] = k, pro_first_[g] = uint32_t(g - 1), fused_[g - 1] = 0;
+        if (k != PRO_NONE && prologues_enabled(k)) pro_[g] = k, pro_first_[g] = uint32_t(g - 1), fused_[g - 1] = 0;
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const bool copy = nodes_[i].op == Op::COPY;

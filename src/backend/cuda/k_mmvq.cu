@@ -243,14 +243,22 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const i
         constexpr bool kTwo = C <= 13;
         uint32_t wa[4 * C], wb[kTwo ? 4 * C : 1];
         uint32_t sa = 0, sb = 0;
+        // (with a norm prologue, a second record of more than 9 chunks waits for it: the
+        // registers of both and the norm's would spill)
+        constexpr bool kLate = kTwo && C > 9 && (P == PRO_NORM || P == PRO_ADD_NORM);
         if (j0 < j1) load(wa, sa, j0);
-        if (kTwo && j0 + 1 < j1) load(wb, sb, j0 + 1);
+        if (kTwo && !kLate && j0 + 1 < j1) load(wb, sb, j0 + 1);
         pdl_wait();  // the weights' loads are out; x is the previous kernel's
+        // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 8 scales); then a
+        // norm prologue's row.
+        float4* prow = reinterpret_cast<float4*>(reinterpret_cast<uint8_t*>(part + nseg * 32) +
+                                                 size_t(nseg) * sb_per_seg * kSbBytes);
         float pscale = 0.0f;
-        if constexpr (P == PRO_NORM || P == PRO_ADD_NORM) pscale = pro_norm_scale<P>(pro);
+        if constexpr (P == PRO_NORM || P == PRO_ADD_NORM) pscale = pro_norm_scale<P>(pro, prow);
         if constexpr (P != PRO_NONE)
-            if (blockIdx.x == 0 && blockIdx.y == 0) pro_store<P>(pro, pscale);
-        // Layout after part: per warp, sb_per_seg x (256 int8 + 16 sums + 8 scales).
+            if (blockIdx.x == 0 && blockIdx.y == 0) pro_store<P>(pro, pscale, prow);
+        if constexpr (kLate)
+            if (j0 + 1 < j1) load(wb, sb, j0 + 1);
         uint8_t* mine = reinterpret_cast<uint8_t*>(part + nseg * 32) + size_t(seg) * sb_per_seg * kSbBytes;
         int8_t* q8 = reinterpret_cast<int8_t*>(mine);
         int* s16 = reinterpret_cast<int*>(mine + sb_per_seg * 256);
@@ -260,7 +268,7 @@ __global__ void __launch_bounds__(512) mmvq_kernel(MatSet ms, Gather ga, const i
                 quantize_block256<NS>(x32 + j * 256, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane);
             } else {
                 float v[8];
-                pro_values<P>(pro, pscale, int64_t(j) * 256 + lane * 8, v);
+                pro_values<P>(pro, pscale, prow, int64_t(j) * 256 + lane * 8, v);
                 quantize_vals256<NS>(v, q8 + (j - j0) * 256, s16 + (j - j0) * 16, sd + (j - j0) * NS, lane, nullptr);
             }
         }
@@ -659,7 +667,7 @@ void launch_mmvq(const MatSet& ms, int K, const XQ& x, int T, cudaStream_t s, co
     const auto [nsb, sbs, nseg] = segments(K);
     const dim3 grid(unsigned(ms.gstart[ms.n]), unsigned((T + NT - 1) / NT));
     size_t smem = size_t(nseg) * NT * 32 * 4;
-    if (x32) smem += size_t(nseg) * sbs * kSbBytes;
+    if (x32) smem += size_t(nseg) * sbs * kSbBytes + pro_smem_bytes(P, K);
     launch_pdl(mmvq_kernel<D, NT, G, P>, grid, dim3(unsigned(nseg * 32)), smem, s, ms, ga,
                static_cast<const int8_t*>(x.q), static_cast<const float*>(x.d), static_cast<const int*>(x.s), K, T,
                sbs, x32, pro);
@@ -951,11 +959,12 @@ int matmul_packed_max_group() { return kMaxMats; }
 
 // One token: the dp4a kernel quantizes its own slices (one launch less per product), when
 // its blocks' slices fit in shared memory (with a prologue, with room for its 32 sums).
-bool matmul_packed_one_token(const Node& n0, bool prologue) {
+bool matmul_packed_one_token(const Node& n0, int prologue) {
     const Tensor& w0 = *n0.src[MatmulArg::W];
     const Tensor& x = *n0.src[MatmulArg::X];
     const KSplit sg = segments(w0.ne[0]);
-    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) + (prologue ? 128 : 0) <= 48 * 1024;
+    const size_t pro = prologue != PRO_NONE ? 128 + pro_smem_bytes(prologue, w0.ne[0]) : 0;
+    const bool fits = size_t(sg.nseg) * (128 + size_t(sg.per) * kSbBytes) + pro <= 48 * 1024;
     return x.n_rows() == 1 && 1 < mmq_min_tokens(w0.type) && fits && x.nb[1] % 16 == 0;
 }
 
@@ -968,7 +977,7 @@ void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, v
     const KSplit sg = segments(K);
     const bool tensor_cores = T >= mmq_min_tokens(w0.type);
     if (pro && pro->kind == PRO_NONE) pro = nullptr;
-    const float* x32 = matmul_packed_one_token(n0, pro != nullptr) ? x.ptr<float>() : nullptr;
+    const float* x32 = matmul_packed_one_token(n0, pro ? pro->kind : PRO_NONE) ? x.ptr<float>() : nullptr;
     if (pro && !x32) fail("cuda: a prologue on a product that is not one token's");
     const int64_t threads = int64_t(T) * (K / 256) * 32;
     if (!x32) {

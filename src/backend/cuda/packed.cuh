@@ -73,8 +73,8 @@ void launch_pack(DType t, const uint8_t* src, size_t row_bytes, const PackedShap
 void launch_matmul_packed(const Node* const* nodes, int count, cudaStream_t s, void* scratch,
                           const ActPrologue* pro = nullptr);
 // Whether the product runs on the one-token dp4a kernel that quantizes its own activations
-// (no device needed); prologue: with room for one (prologue.h).
-bool matmul_packed_one_token(const Node& n0, bool prologue = false);
+// (no device needed); prologue: with room for one of this kind (prologue.h).
+bool matmul_packed_one_token(const Node& n0, int prologue = PRO_NONE);
 bool matmul_packed_fusable(const Node& a, const Node& b);
 int matmul_packed_max_group();
 size_t matmul_packed_scratch_bytes(const Node* const* nodes, int count);

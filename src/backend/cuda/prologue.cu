@@ -1,5 +1,7 @@
 // Which nodes run as the prologue of the one-token packed products (prologue.h). Host code.
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "packed.cuh"
 #include "prologue.h"
@@ -19,12 +21,19 @@ bool rows_ok(const Tensor* t, bool placed) { return !placed || !t || rows16(*t);
 
 }  // namespace
 
-bool prologues_enabled() {
-    static const bool on = [] {
+bool prologues_enabled(ProKind kind) {
+    static const int mask = [] {  // bit k: kind k
         const char* e = std::getenv("GLIA_CUDA_PROLOGUE");
-        return e && *e == '1';
+        if (!e || !*e || std::strcmp(e, "0") == 0) return 0;
+        if (std::strcmp(e, "1") == 0) return 0xe;
+        int m = 0;
+        const std::string s = std::string(",") + e + ",";
+        if (s.find(",swiglu,") != std::string::npos) m |= 1 << PRO_SWIGLU;
+        if (s.find(",norm,") != std::string::npos) m |= 1 << PRO_NORM;
+        if (s.find(",add_norm,") != std::string::npos) m |= 1 << PRO_ADD_NORM;
+        return m;
     }();
-    return on;
+    return (mask >> kind) & 1;
 }
 
 int64_t prologue_max_blocks() {
@@ -70,7 +79,7 @@ ProKind prologue_fusable(const Node* const* pre, int npre, const Node* const* pr
         if (p.op != Op::MATMUL || !p.src[MatmulArg::W] || !packable(*p.src[MatmulArg::W]) || !px ||
             p.src[MatmulArg::W]->ne[0] != ne0 || px->ne[0] != ne0 || px->n_rows() != 1 ||
             px->root() != out->root() || px->root_offset() != out->root_offset() ||
-            !matmul_packed_one_token(p, true))
+            !matmul_packed_one_token(p, kind))
             return PRO_NONE;
     }
     if (!placed) return kind;

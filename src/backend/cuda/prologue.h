@@ -5,8 +5,8 @@
 // separate kernels (k_rows.cu, k_fused.cu), and quantizes its slices of it; block (0, 0) also
 // stores the nodes' outputs, so whatever else reads them finds what the separate kernels
 // would have written. A decode step loses three launches a layer (llama: the two ADD +
-// RMS_NORM pairs and the SWIGLU). GLIA_CUDA_PROLOGUE=1 turns them on (off by default until
-// the goldens and their speed are measured on a GPU); the memory plan is the same either way.
+// RMS_NORM pairs and the SWIGLU). GLIA_CUDA_PROLOGUE=1 turns them on (off by default: slower
+// as first written, bench/LOG.md session 25); the memory plan is the same either way.
 // Plain C++ (the tests ask it without a device).
 #pragma once
 #include "graph/graph.h"
@@ -40,8 +40,9 @@ struct ActPrologue {
 ProKind prologue_fusable(const Node* const* pre, int npre, const Node* const* products, int count, bool placed);
 // The prologue of nodes pre[0..npre) (prologue_fusable said yes).
 ActPrologue prologue_of(ProKind kind, const Node* const* pre);
-// Whether segments launch prologues with their products (GLIA_CUDA_PROLOGUE).
-bool prologues_enabled();
+// Whether segments launch prologues of this kind with their products: GLIA_CUDA_PROLOGUE=1
+// (every kind) or a list of swiglu, norm, add_norm.
+bool prologues_enabled(ProKind kind);
 // The most blocks (32-row groups) of a product group that takes a prologue: each block reads
 // the whole row to make it (GLIA_CUDA_PROLOGUE_MAX_BLOCKS; default: no limit).
 int64_t prologue_max_blocks();
