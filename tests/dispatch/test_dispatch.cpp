@@ -52,24 +52,37 @@ bool arch_supported(const std::string& arch) {
     return false;
 }
 
+// The golden models of the shared data whose architecture we build, sorted (their files'
+// metadata only: the parameterized tests list them at start-up).
+std::vector<std::string> golden_stems() {
+    std::vector<std::string> out;
+    const fs::path golden = fs::path(test::shared_dir()) / "golden";
+    const fs::path models = fs::path(test::shared_dir()) / "models";
+    if (!fs::exists(golden)) return out;
+    for (const auto& e : fs::directory_iterator(golden)) {
+        const std::string stem = e.path().filename().string();
+        if (!e.is_directory() || !fs::exists(models / (stem + ".gguf"))) continue;
+        try {
+            if (!arch_supported(gguf::File::open((models / (stem + ".gguf")).string())
+                                    ->get<std::string>("general.architecture")))
+                continue;
+        } catch (const std::exception&) {
+            continue;
+        }
+        out.push_back(stem);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 const std::vector<ModelCase>& model_cases() {
     static const std::vector<ModelCase> cases = [] {
         std::vector<ModelCase> out;
         const fs::path golden = fs::path(test::shared_dir()) / "golden";
-        const fs::path models = fs::path(test::shared_dir()) / "models";
-        if (!fs::exists(golden)) return out;
-        for (const auto& e : fs::directory_iterator(golden)) {
-            const std::string stem = e.path().filename().string();
-            if (!e.is_directory() || !fs::exists(models / (stem + ".gguf"))) continue;
-            try {
-                if (!arch_supported(gguf::File::open((models / (stem + ".gguf")).string())
-                                        ->get<std::string>("general.architecture")))
-                    continue;
-            } catch (const std::exception&) {
-                continue;
-            }
+        for (const std::string& stem : golden_stems()) {
+            const fs::path dir = golden / stem;
             ModelCase mc{stem, {}};
-            for (const auto& p : fs::directory_iterator(e.path()))
+            for (const auto& p : fs::directory_iterator(dir))
                 if (p.path().extension() == ".json")
                     mc.prompts.push_back({p.path().stem().string(),
                                           nlohmann::json::parse(test::read_text(p.path().string()))});
@@ -545,11 +558,14 @@ TEST(CudaPairs, F16ProductsGroupOnlyOverOneInputApart) {
 #endif
 
 // Every golden prompt of every model with everything on the stand-in, against the
-// reference's records (the goldens' own rules).
-TEST(Standin, AllOnTheDevicePassesTheGoldens) {
+// reference's records (the goldens' own rules): a test a model, so that CTest spreads them
+// over the cores.
+class StandinGoldens : public testing::TestWithParam<std::string> {};
+TEST_P(StandinGoldens, AllOnTheDevicePassesTheGoldens) {
     StandinBackend dev;
     int cases = 0;
     for (const ModelCase& mc : model_cases()) {
+        if (mc.stem != GetParam()) continue;
         auto m = Model::load(model_path(mc.stem));
         const ModelProfile& p = m->profile();
         for (const auto& gp : mc.prompts) {
@@ -589,7 +605,21 @@ TEST(Standin, AllOnTheDevicePassesTheGoldens) {
             ++cases;
         }
     }
-    EXPECT_GE(cases, 6 * 40) << "fewer golden cases than the shared data holds";
+    EXPECT_GE(cases, 6) << GetParam() << ": fewer golden prompts than each model has";
+}
+std::string stem_param_name(const testing::TestParamInfo<std::string>& info) {
+    std::string s = info.param;
+    for (char& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return s;
+}
+INSTANTIATE_TEST_SUITE_P(Shared, StandinGoldens, testing::ValuesIn(golden_stems()), stem_param_name);
+
+TEST(Standin, TheGoldensCoverTheSharedData) {
+    size_t cases = 0;
+    for (const ModelCase& mc : model_cases()) cases += mc.prompts.size();
+    EXPECT_GE(model_cases().size(), 40u) << "fewer golden models than the shared data holds";
+    EXPECT_GE(cases, 6u * 40) << "fewer golden cases than the shared data holds";
 }
 
 // The serving engine on a split: 8 greedy requests together equal each request alone on
