@@ -75,22 +75,24 @@ std::vector<std::string> golden_stems() {
     return out;
 }
 
+// One model's golden prompts, sorted by id.
+ModelCase model_case(const std::string& stem) {
+    ModelCase mc{stem, {}};
+    for (const auto& p : fs::directory_iterator(fs::path(test::shared_dir()) / "golden" / stem))
+        if (p.path().extension() == ".json")
+            mc.prompts.push_back({p.path().stem().string(), nlohmann::json::parse(test::read_text(p.path().string()))});
+    std::sort(mc.prompts.begin(), mc.prompts.end(),
+              [](const GoldenPrompt& a, const GoldenPrompt& b) { return a.id < b.id; });
+    return mc;
+}
+
 const std::vector<ModelCase>& model_cases() {
     static const std::vector<ModelCase> cases = [] {
         std::vector<ModelCase> out;
-        const fs::path golden = fs::path(test::shared_dir()) / "golden";
         for (const std::string& stem : golden_stems()) {
-            const fs::path dir = golden / stem;
-            ModelCase mc{stem, {}};
-            for (const auto& p : fs::directory_iterator(dir))
-                if (p.path().extension() == ".json")
-                    mc.prompts.push_back({p.path().stem().string(),
-                                          nlohmann::json::parse(test::read_text(p.path().string()))});
-            std::sort(mc.prompts.begin(), mc.prompts.end(),
-                      [](const GoldenPrompt& a, const GoldenPrompt& b) { return a.id < b.id; });
+            ModelCase mc = model_case(stem);
             if (!mc.prompts.empty()) out.push_back(std::move(mc));
         }
-        std::sort(out.begin(), out.end(), [](const ModelCase& a, const ModelCase& b) { return a.stem < b.stem; });
         return out;
     }();
     return cases;
@@ -564,8 +566,7 @@ class StandinGoldens : public testing::TestWithParam<std::string> {};
 TEST_P(StandinGoldens, AllOnTheDevicePassesTheGoldens) {
     StandinBackend dev;
     int cases = 0;
-    for (const ModelCase& mc : model_cases()) {
-        if (mc.stem != GetParam()) continue;
+    for (const ModelCase& mc : {model_case(GetParam())}) {
         auto m = Model::load(model_path(mc.stem));
         const ModelProfile& p = m->profile();
         for (const auto& gp : mc.prompts) {
