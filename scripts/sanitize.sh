@@ -17,7 +17,6 @@
 #   TSAN_TESTS     test executables under TSan (default "": the TSan build alone takes ~20 minutes on
 #                  CI's 2 cores; --all, or TSAN_TESTS="test_runtime test_server", runs them)
 #   SANITIZE_FILTER  a --gtest_filter for every run (e.g. to bisect)
-#   SHARDS         executables run as several gtest shards at once (default "test_server=2")
 #   CMAKE_ARGS     extra configure arguments (e.g. a compiler launcher)
 #   GLIA_SHARED    shared test data (default ../shared next to the checkout)
 set -euo pipefail
@@ -51,44 +50,29 @@ status=0
 
 # The executables of a suite run RUN_JOBS at a time (default: the build's jobs), each into
 # its own log, the logs printed in order once all have run: the server suite (the longest) waits
-# on its servers much of the time, so the others run beside it. An executable named in SHARDS
-# ("name=N ...", default "test_server=2": ~460 s alone under ASan on CI's 2 cores) runs as N
-# gtest shards (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX), each a job of its own.
-shards_of() {  # test -> its shard count
-  local e
-  for e in ${SHARDS-test_server=2}; do [ "${e%%=*}" = "$1" ] && { echo "${e#*=}"; return; }; done
-  echo 1
-}
+# on its servers much of the time, so the others run beside it.
 run_suite() {  # name build-dir tests...
   local kind="$1" build="$2"; shift 2
   local logs; logs="$(mktemp -d)"
-  local running=0 t i n jobs_list=()
+  local running=0 t
   for t in "$@"; do
-    n="$(shards_of "$t")"
-    for ((i = 0; i < n; i++)); do jobs_list+=("$t:$i:$n"); done
-  done
-  local job
-  for job in "${jobs_list[@]}"; do
     (
-      IFS=: read -r t i n <<<"$job"
       t0=$SECONDS
-      if (cd "$build" && GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" "./tests/$t" --gtest_brief=1 "${filter[@]}") \
-          >"$logs/$t.$i.log" 2>&1; then
-        echo "   $t$([ "$n" -gt 1 ] && echo " (shard $((i + 1)) of $n)"): $((SECONDS - t0)) s" >>"$logs/$t.$i.log"
+      if (cd "$build" && "./tests/$t" --gtest_brief=1 "${filter[@]}") >"$logs/$t.log" 2>&1; then
+        echo "   $t: $((SECONDS - t0)) s" >>"$logs/$t.log"
       else
-        echo "sanitize.sh: $t FAILED under $kind" >>"$logs/$t.$i.log"
-        touch "$logs/$t.$i.failed"
+        echo "sanitize.sh: $t FAILED under $kind" >>"$logs/$t.log"
+        touch "$logs/$t.failed"
       fi
     ) &
     running=$((running + 1))
     if [ "$running" -ge "${RUN_JOBS:-$jobs}" ]; then wait -n || true; running=$((running - 1)); fi
   done
   wait
-  for job in "${jobs_list[@]}"; do
-    IFS=: read -r t i n <<<"$job"
-    echo "== $t$([ "$n" -gt 1 ] && echo " shard $((i + 1))/$n") ($kind)"
-    cat "$logs/$t.$i.log"
-    if [ -e "$logs/$t.$i.failed" ]; then echo "sanitize.sh: $t FAILED under $kind" >&2; status=1; fi
+  for t in "$@"; do
+    echo "== $t ($kind)"
+    cat "$logs/$t.log"
+    if [ -e "$logs/$t.failed" ]; then echo "sanitize.sh: $t FAILED under $kind" >&2; status=1; fi
   done
   rm -rf "$logs"
 }
