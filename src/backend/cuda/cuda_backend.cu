@@ -112,10 +112,9 @@ private:
     std::vector<uint8_t> fused_;   // per node: how many nodes launch together from here (0: inside a group)
     // per node: its launch also covers the next one (Pair: ADD + RMS_NORM, ROPE q + ROPE k)
     std::vector<uint8_t> pair_;
-    // per node starting a packed product group: the prologue (prologue.h) of the nodes from
-    // pro_first_ up to it, which then launch with the products
+    // per node starting a packed product group: the prologue (prologue.h) of the node before
+    // it (ADD_NORM: the two before it), which then launch with the products
     std::vector<uint8_t> pro_;
-    std::vector<uint32_t> pro_first_;
     std::deque<Tensor> weights_;   // weight operands pointing at their device copies
     // Runs of kernels between copies; each is captured as a graph on its second run.
     struct Run {
@@ -538,7 +537,6 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
     // One-token product groups take the SWIGLU, RMS_NORM or ADD + RMS_NORM before them as
     // their prologue.
     pro_.assign(nodes_.size(), PRO_NONE);
-    pro_first_.assign(nodes_.size(), 0);
     for (size_t g = 1; fuse && g < nodes_.size(); ++g) {
         if (fused_[g] == 0 || nodes_[g].op != Op::MATMUL || !packed_[g] || pair_[g]) continue;
         const Node* prods[8];
@@ -551,7 +549,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         if (g >= 2 && pair_[g - 2] == ADD_NORM) {
             const Node* pre[2] = {&nodes_[g - 2], &nodes_[g - 1]};
             if (prologues_enabled(PRO_ADD_NORM) && prologue_fusable(pre, 2, prods, fused_[g], true) == PRO_ADD_NORM) {
-                pro_[g] = PRO_ADD_NORM, pro_first_[g] = uint32_t(g - 2);
+                pro_[g] = PRO_ADD_NORM;
                 fused_[g - 2] = 0, pair_[g - 2] = NONE;
             }
             continue;
@@ -559,7 +557,7 @@ CudaSegment::CudaSegment(CudaBackend& b, const std::vector<const Node*>& nodes) 
         if (fused_[g - 1] != 1 || pair_[g - 1]) continue;
         const Node* pre[1] = {&nodes_[g - 1]};
         const ProKind k = prologue_fusable(pre, 1, prods, fused_[g], true);
-        if (k != PRO_NONE && prologues_enabled(k)) pro_[g] = k, pro_first_[g] = uint32_t(g - 1), fused_[g - 1] = 0;
+        if (k != PRO_NONE && prologues_enabled(k)) pro_[g] = k, fused_[g - 1] = 0;
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const bool copy = nodes_[i].op == Op::COPY;
@@ -582,8 +580,10 @@ void CudaSegment::launch_range(size_t first, size_t count) {
             const Node* group[8];
             for (int k = 0; k < fused_[i]; ++k) group[k] = &nodes_[i + size_t(k)];
             if (pro_[i]) {
-                const Node* pre[2] = {&nodes_[pro_first_[i]], &nodes_[std::min<size_t>(pro_first_[i] + 1, i - 1)]};
-                const ActPrologue pro = prologue_of(ProKind(pro_[i]), pre);
+                const ProKind kind = ProKind(pro_[i]);
+                const size_t first = i - (kind == PRO_ADD_NORM ? 2 : 1);
+                const Node* pre[2] = {&nodes_[first], &nodes_[first + 1]};
+                const ActPrologue pro = prologue_of(kind, pre);
                 b_.launch_matmul_group(group, fused_[i], true, &pro);
             } else {
                 b_.launch_matmul_group(group, fused_[i], packed_[i] != 0);
